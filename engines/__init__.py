@@ -1,0 +1,1 @@
+"""Engine side of rapid-mlx: one worker process per local model, driven over IPC."""

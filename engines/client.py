@@ -1,0 +1,278 @@
+"""The router's handle on one worker process: spawn, handshake, submit, abort, restart.
+
+States follow llama-swap's process lifecycle:
+
+    STOPPED --start()--> STARTING --WorkerReady--> READY
+       ^                    |  ^                     |
+       |              load failed  \\--- restart ---- process died (requests fail with
+    STOPPING <--stop()-- FAILED <---------------------/   WorkerDiedError, then backoff)
+
+One reader task per worker is the only loop over ``StepOutputs``; it hands each
+``TokenDelta`` to its request's mailbox.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import enum
+import logging
+import os
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import msgspec
+
+from engines.errors import WorkerDiedError, WorkerLoadError, WorkerNotReadyError
+from engines.protocol import (
+    FRAME_HEADER,
+    MAX_FRAME_BYTES,
+    AbortRequest,
+    AddRequest,
+    Shutdown,
+    StepOutputs,
+    TokenDelta,
+    WorkerFatal,
+    WorkerReady,
+    WorkerSpec,
+    decode_output,
+    encode_frame,
+)
+
+logger = logging.getLogger(__name__)
+
+RESTART_BACKOFF_S = (0.5, 1.0, 2.0, 5.0, 10.0, 30.0)
+
+
+class WorkerState(enum.Enum):
+    STOPPED = "stopped"
+    STARTING = "starting"
+    READY = "ready"
+    FAILED = "failed"
+    STOPPING = "stopping"
+
+
+class RequestMailbox:
+    """Merge-on-put delivery: the consumer takes everything that arrived since its last read."""
+
+    def __init__(self) -> None:
+        self._pending: list[TokenDelta] = []
+        self._error: BaseException | None = None
+        self._event = asyncio.Event()
+
+    def put(self, delta: TokenDelta) -> None:
+        self._pending.append(delta)
+        self._event.set()
+
+    def fail(self, error: BaseException) -> None:
+        self._error = error
+        self._event.set()
+
+    async def get(self) -> list[TokenDelta]:
+        if not self._pending and self._error is None:
+            await self._event.wait()
+        self._event.clear()
+        batch, self._pending = self._pending, []
+        if not batch and self._error is not None:
+            raise self._error
+        return batch
+
+
+class WorkerHandle:
+    """Owns one worker process and its socket; restarts it when it dies."""
+
+    def __init__(self, spec: WorkerSpec, *, load_timeout_s: float = 600.0) -> None:
+        self.spec = spec
+        self.state = WorkerState.STOPPED
+        self.last_error: str | None = None
+        self.restarts = 0
+        self._load_timeout_s = load_timeout_s
+        self._process: asyncio.subprocess.Process | None = None
+        self._writer: asyncio.StreamWriter | None = None
+        self._mailboxes: dict[str, RequestMailbox] = {}
+        self._ready = asyncio.Event()
+        self._supervisor: asyncio.Task | None = None
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def start(self) -> None:
+        """Start supervising: spawn the worker now and again whenever it dies."""
+        if self._supervisor is None or self._supervisor.done():
+            self._supervisor = asyncio.create_task(self._supervise(), name=f"worker[{self.spec.model_id}]")
+
+    async def wait_ready(self, timeout_s: float | None = None) -> None:
+        """Wait until the worker is READY; raise WorkerLoadError if it cannot load."""
+        self.start()
+        waiter = asyncio.ensure_future(self._ready.wait())
+        done, _ = await asyncio.wait({waiter, self._supervisor}, timeout=timeout_s, return_when=asyncio.FIRST_COMPLETED)
+        waiter.cancel()
+        if self.state is WorkerState.READY:
+            return
+        if self._supervisor in done:
+            raise WorkerLoadError(self.last_error or "worker stopped")
+        raise WorkerNotReadyError(f"model {self.spec.model_id!r} is still loading")
+
+    async def stop(self, timeout_s: float = 10.0) -> None:
+        """Ask the worker to exit; kill it if it has not within ``timeout_s``."""
+        self.state = WorkerState.STOPPING
+        if self._supervisor is not None:
+            self._supervisor.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._supervisor
+        await self._terminate(timeout_s)
+        self._fail_all(WorkerNotReadyError(f"model {self.spec.model_id!r} was stopped"))
+        self.state = WorkerState.STOPPED
+
+    @property
+    def pid(self) -> int | None:
+        return self._process.pid if self._process else None
+
+    # ------------------------------------------------------------------ requests
+
+    async def generate(self, request: AddRequest) -> AsyncIterator[list[TokenDelta]]:
+        """Submit a request and yield its deltas as they arrive; abort it if the caller stops early."""
+        if self.state is not WorkerState.READY or self._writer is None:
+            raise WorkerNotReadyError(f"model {self.spec.model_id!r} is {self.state.value}")
+        mailbox = RequestMailbox()
+        self._mailboxes[request.request_id] = mailbox
+        finished = False
+        try:
+            self._writer.write(encode_frame(request))
+            while not finished:
+                batch = await mailbox.get()
+                finished = any(delta.finish_reason is not None for delta in batch)
+                yield batch
+        finally:
+            self._mailboxes.pop(request.request_id, None)
+            if not finished:
+                self.abort(request.request_id)
+
+    def abort(self, request_id: str) -> None:
+        """Free the request's slot in the worker (idempotent; a dead worker needs nothing)."""
+        if self._writer is not None and not self._writer.is_closing():
+            self._writer.write(encode_frame(AbortRequest([request_id])))
+
+    # ------------------------------------------------------------------ internal
+
+    async def _supervise(self) -> None:
+        attempt = 0
+        while True:
+            error = await self._run_once()
+            if self.state is WorkerState.STOPPING:
+                return
+            if error is not None and attempt == 0 and self.restarts == 0:
+                # The first start failed to load: a config problem, not a crash. Stop trying.
+                self.state = WorkerState.FAILED
+                return
+            delay = RESTART_BACKOFF_S[min(attempt, len(RESTART_BACKOFF_S) - 1)]
+            logger.warning("worker[%s] died; restarting in %.1fs", self.spec.model_id, delay)
+            await asyncio.sleep(delay)
+            self.restarts += 1
+            attempt = attempt + 1 if error is not None else 0
+
+    async def _run_once(self) -> str | None:
+        """Spawn, handshake and serve until the worker dies. Returns a load error, if any."""
+        self.state = WorkerState.STARTING
+        socket_path = Path(self.spec.socket_path)
+        socket_path.unlink(missing_ok=True)
+        connected: asyncio.Future = asyncio.get_running_loop().create_future()
+
+        def on_connect(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            if not connected.done():
+                connected.set_result((reader, writer))
+            else:
+                writer.close()
+
+        server = await asyncio.start_unix_server(on_connect, path=str(socket_path), limit=MAX_FRAME_BYTES)
+        os.chmod(socket_path, 0o600)
+        try:
+            self._process = await self._spawn()
+            reader, self._writer = await self._await_connection(connected)
+            ready = await self._handshake(reader)
+            if isinstance(ready, str):
+                self.last_error = ready
+                return ready
+            self.state, self.last_error = WorkerState.READY, None
+            self._ready.set()
+            logger.info("worker[%s] ready (pid %s)", self.spec.model_id, self._process.pid)
+            await self._pump(reader)
+            return None
+        except WorkerLoadError as exc:
+            self.last_error = str(exc)
+            return str(exc)
+        finally:
+            self._ready.clear()
+            server.close()
+            await self._terminate(timeout_s=5.0)
+            self._fail_all(WorkerDiedError(f"model {self.spec.model_id!r} worker exited"))
+            socket_path.unlink(missing_ok=True)
+            if self.state is not WorkerState.STOPPING:
+                self.state = WorkerState.FAILED
+
+    async def _spawn(self) -> asyncio.subprocess.Process:
+        spec_json = msgspec.json.encode(self.spec).decode()
+        # A fresh interpreter (fork+exec), never a fork of the router: MLX must not be forked.
+        return await asyncio.create_subprocess_exec(sys.executable, "-m", "engines.worker", "--spec", spec_json)
+
+    async def _await_connection(self, connected: asyncio.Future):
+        exited = asyncio.ensure_future(self._process.wait())
+        done, _ = await asyncio.wait({connected, exited}, timeout=self._load_timeout_s, return_when=asyncio.FIRST_COMPLETED)
+        exited.cancel()
+        if connected in done:
+            return connected.result()
+        raise WorkerLoadError(f"worker for {self.spec.model_id!r} exited before connecting")
+
+    async def _handshake(self, reader: asyncio.StreamReader) -> WorkerReady | str:
+        try:
+            message = await asyncio.wait_for(self._read_frame(reader), timeout=self._load_timeout_s)
+        except (asyncio.IncompleteReadError, TimeoutError):
+            raise WorkerLoadError(f"worker for {self.spec.model_id!r} died while loading") from None
+        if isinstance(message, WorkerFatal):
+            return message.message
+        if not isinstance(message, WorkerReady):
+            raise WorkerLoadError(f"unexpected first frame {type(message).__name__}")
+        return message
+
+    async def _pump(self, reader: asyncio.StreamReader) -> None:
+        """The only loop over StepOutputs: route each delta to its mailbox until EOF."""
+        while True:
+            try:
+                message = await self._read_frame(reader)
+            except (asyncio.IncompleteReadError, ConnectionError):
+                return
+            if isinstance(message, StepOutputs):
+                for delta in message.outputs:
+                    mailbox = self._mailboxes.get(delta.request_id)
+                    if mailbox is not None:
+                        mailbox.put(delta)
+            elif isinstance(message, WorkerFatal):
+                logger.error("worker[%s] fatal: %s", self.spec.model_id, message.message)
+                return
+
+    @staticmethod
+    async def _read_frame(reader: asyncio.StreamReader):
+        header = await reader.readexactly(FRAME_HEADER.size)
+        (size,) = FRAME_HEADER.unpack(header)
+        return decode_output(await reader.readexactly(size))
+
+    async def _terminate(self, timeout_s: float) -> None:
+        process, writer = self._process, self._writer
+        self._writer = None
+        if writer is not None and not writer.is_closing():
+            with contextlib.suppress(ConnectionError):
+                writer.write(encode_frame(Shutdown()))
+                await writer.drain()
+            writer.close()
+        if process is not None and process.returncode is None:
+            try:
+                await asyncio.wait_for(process.wait(), timeout=timeout_s)
+            except TimeoutError:
+                logger.warning("worker[%s] did not exit in %.0fs; killing", self.spec.model_id, timeout_s)
+                process.kill()
+                await process.wait()
+
+    def _fail_all(self, error: BaseException) -> None:
+        mailboxes, self._mailboxes = self._mailboxes, {}
+        for mailbox in mailboxes.values():
+            mailbox.fail(error)

@@ -1,0 +1,1 @@
+"""The bundled demo model: its build scripts and the built artifact (package data)."""

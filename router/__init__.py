@@ -1,0 +1,1 @@
+"""rapid-mlx router: the HTTP process (config, registry, API adapters, auth, metrics, reload, CLI)."""

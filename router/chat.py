@@ -1,0 +1,119 @@
+"""Chat messages → prompt tokens, through the model's own chat template.
+
+Messages arrive in OpenAI's shapes (content as a string or a list of parts, assistant
+tool calls with JSON-string arguments). They are normalised here into what chat templates
+expect: string contents and argument dicts.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+from jinja2 import TemplateError
+
+from router.errors import InvalidRequestError
+from router.pool import ModelHandle
+
+_ROLES = {"system", "developer", "user", "assistant", "tool", "function"}
+_TEXT_PART_TYPES = {"text", "input_text", "output_text"}
+
+
+@dataclass(frozen=True)
+class RenderedPrompt:
+    text: str
+    tokens: list[int]
+
+
+def normalize_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Validate roles and flatten contents; raise InvalidRequestError naming the message."""
+    if not messages:
+        raise InvalidRequestError("'messages' must contain at least one message.", param="messages")
+    return [_normalize_message(i, message) for i, message in enumerate(messages)]
+
+
+def _normalize_message(index: int, message: Any) -> dict[str, Any]:
+    param = f"messages[{index}]"
+    if not isinstance(message, dict):
+        raise InvalidRequestError(f"{param} must be an object.", param=param)
+    role = message.get("role")
+    if role not in _ROLES:
+        raise InvalidRequestError(f"{param}.role must be one of {sorted(_ROLES)}, got {role!r}.", param=f"{param}.role")
+    out = {k: v for k, v in message.items() if v is not None}
+    out["role"] = {"developer": "system", "function": "tool"}.get(role, role)
+    out["content"] = _flatten_content(message.get("content"), f"{param}.content")
+    if role == "assistant" and message.get("tool_calls"):
+        out["tool_calls"] = [_normalize_tool_call(call, f"{param}.tool_calls[{j}]") for j, call in enumerate(message["tool_calls"])]
+    return out
+
+
+def _flatten_content(content: Any, param: str) -> str:
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, list):
+        raise InvalidRequestError(f"{param} must be a string or a list of content parts.", param=param)
+    texts = []
+    for j, part in enumerate(content):
+        kind = part.get("type") if isinstance(part, dict) else None
+        if kind in _TEXT_PART_TYPES:
+            texts.append(str(part.get("text", "")))
+        elif kind in ("image_url", "input_image", "image"):
+            raise InvalidRequestError("This model does not accept images.", param=f"{param}[{j}]")
+        else:
+            raise InvalidRequestError(f"Unsupported content part type {kind!r}.", param=f"{param}[{j}].type")
+    return "".join(texts)
+
+
+def _normalize_tool_call(call: Any, param: str) -> dict[str, Any]:
+    function = call.get("function") if isinstance(call, dict) else None
+    if not isinstance(function, dict) or not isinstance(function.get("name"), str):
+        raise InvalidRequestError(f"{param}.function.name is required.", param=f"{param}.function.name")
+    return {
+        "id": call.get("id"),
+        "type": "function",
+        "function": {"name": function["name"], "arguments": _parse_arguments(function.get("arguments"))},
+    }
+
+
+def _parse_arguments(arguments: Any) -> Any:
+    """Templates want argument dicts; clients send JSON strings."""
+    if not isinstance(arguments, str):
+        return arguments or {}
+    if not arguments.strip():
+        return {}
+    try:
+        return json.loads(arguments)
+    except json.JSONDecodeError:
+        # Not JSON: templates render a string argument verbatim, the faithful choice.
+        return arguments
+
+
+async def render_chat(
+    handle: ModelHandle,
+    messages: list[dict[str, Any]],
+    *,
+    tools: list[dict[str, Any]] | None,
+    template_kwargs: dict[str, Any],
+) -> RenderedPrompt:
+    """Apply the model's chat template and tokenise, off the event loop."""
+    tokenizer = handle.tokenizer
+    if not tokenizer.has_chat_template:
+        raise InvalidRequestError(f"Model {handle.model_id!r} has no chat template; use /v1/completions.", param="messages")
+
+    def render() -> RenderedPrompt:
+        try:
+            text = tokenizer.apply_chat_template(messages, tools=tools or None, add_generation_prompt=True, tokenize=False, **template_kwargs)
+        except (TemplateError, TypeError, ValueError, KeyError) as exc:  # incl. raise_exception() in templates
+            raise InvalidRequestError(f"The chat template rejected these messages: {exc}", param="messages") from None
+        return RenderedPrompt(text, tokenizer.encode(text, add_special_tokens=False))
+
+    return await anyio.to_thread.run_sync(render)
+
+
+async def tokenize_text(handle: ModelHandle, text: str) -> list[int]:
+    """Tokenise a raw completion prompt (with the tokenizer's BOS, as a plain prompt expects)."""
+    return await anyio.to_thread.run_sync(lambda: handle.tokenizer.encode(text))

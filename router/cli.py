@@ -1,0 +1,120 @@
+"""The ``rapid-mlx`` command: serve, validate, models, demo."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+
+from router.config import ConfigError, RouterConfig, load_config, resolve_runtime_dir, single_model_config, validate_file
+
+logger = logging.getLogger("router")
+
+DEMO_MODEL_ID = "demo"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="rapid-mlx", description="A multi-model LLM router on MLX.")
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    serve = commands.add_parser("serve", help="serve the models of a config file (or the demo model)")
+    serve.add_argument("--config", type=Path, help="rapidmlx.toml; without it, the bundled demo model is served")
+    serve.add_argument("--host", help="override [server] host")
+    serve.add_argument("--port", type=int, help="override [server] port")
+
+    validate = commands.add_parser("validate", help="check a config file; exit 1 if it has errors")
+    validate.add_argument("file", type=Path)
+
+    models = commands.add_parser("models", help="list the models a config declares")
+    models.add_argument("--config", type=Path)
+
+    demo = commands.add_parser("demo", help="the bundled demo model")
+    demo_commands = demo.add_subparsers(dest="demo_command", required=True)
+    demo_commands.add_parser("build", help="rebuild the demo model (arguments after 'build' go to the builder)", add_help=False)
+
+    args, rest = parser.parse_known_args(argv)
+    if rest and not (args.command == "demo"):
+        parser.error(f"unrecognized arguments: {' '.join(rest)}")
+    if args.command == "serve":
+        return _serve(args)
+    if args.command == "validate":
+        return _validate(args.file)
+    if args.command == "models":
+        return _models(args.config)
+    return _demo_build(rest)
+
+
+def _load(config_path: Path | None, **server_overrides) -> RouterConfig:
+    overrides = {k: v for k, v in server_overrides.items() if v is not None}
+    if config_path is None:
+        return single_model_config(DEMO_MODEL_ID, str(demo_model_path()), **overrides)
+    config = load_config(config_path)
+    if overrides:
+        config = config.model_copy(update={"server": config.server.model_copy(update=overrides)})
+    return config
+
+
+def _serve(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from router.app import create_app
+
+    try:
+        config = _load(args.config, host=args.host, port=args.port)
+    except ConfigError as exc:
+        print(f"{args.config}: invalid configuration:\n{exc}", file=sys.stderr)
+        return 1
+    logging.basicConfig(level=config.server.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    app = create_app(config, runtime_dir=resolve_runtime_dir(config.server))
+    logger.info("serving %s on http://%s:%d", ", ".join(config.models), config.server.host, config.server.port)
+    uvicorn.run(app, host=config.server.host, port=config.server.port, log_level=config.server.log_level, timeout_graceful_shutdown=10)
+    return 0
+
+
+def _validate(path: Path) -> int:
+    errors = validate_file(path)
+    if errors:
+        print("\n".join(errors), file=sys.stderr)
+        return 1
+    print(f"{path}: ok")
+    return 0
+
+
+def _models(config_path: Path | None) -> int:
+    try:
+        config = _load(config_path)
+    except ConfigError as exc:
+        print(str(exc), file=sys.stderr)
+        return 1
+    for model_id, model in config.models.items():
+        aliases = ", ".join(model.aliases) or "-"
+        print(f"{model_id}\tpath={model.path}\taliases={aliases}\tpreload={str(model.preload).lower()}"
+              f"\ttool_parser={model.tool_parser}\treasoning_parser={model.reasoning_parser}")
+    return 0
+
+
+def demo_model_path() -> Path:
+    """The bundled demo checkpoint; until one is built, a tiny random model made on first use."""
+    import engines.demo
+
+    bundled = Path(engines.demo.__file__).parent / "artifact"
+    if (bundled / "config.json").is_file():
+        return bundled
+    from engines.demo.tiny import build_tiny_model
+
+    fallback = resolve_runtime_dir(single_model_config(DEMO_MODEL_ID, ".").server) / "demo-random"
+    if not (fallback / "config.json").is_file():
+        logger.warning("no bundled demo model; building a tiny random-weight model at %s", fallback)
+        build_tiny_model(fallback)
+    return fallback
+
+
+def _demo_build(argv: list[str]) -> int:
+    from engines.demo import build
+
+    return build.main(argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

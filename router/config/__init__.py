@@ -1,0 +1,27 @@
+"""Router configuration: the `rapidmlx.toml` schema, loading and validation (re-exports only)."""
+
+from .errors import ConfigError
+from .load import load_config, load_config_text, resolve_runtime_dir, single_model_config, validate_file
+from .schema import (
+    KVCacheConfig,
+    ModelConfig,
+    PrefixCacheConfig,
+    RouterConfig,
+    SamplingDefaults,
+    ServerConfig,
+)
+
+__all__ = [
+    "ConfigError",
+    "KVCacheConfig",
+    "ModelConfig",
+    "PrefixCacheConfig",
+    "RouterConfig",
+    "SamplingDefaults",
+    "ServerConfig",
+    "load_config",
+    "load_config_text",
+    "resolve_runtime_dir",
+    "single_model_config",
+    "validate_file",
+]

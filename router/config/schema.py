@@ -1,0 +1,159 @@
+"""The `rapidmlx.toml` schema: frozen pydantic models, the only place config defaults live.
+
+Owns field types, bounds and defaults. Reading files, environment overlays, cross-model checks and
+error wording belong to `load.py` and `errors.py`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, GetCoreSchemaHandler
+from pydantic_core import PydanticCustomError, core_schema
+
+__all__ = [
+    "KVCacheConfig",
+    "ModelConfig",
+    "ModelId",
+    "PrefixCacheConfig",
+    "RouterConfig",
+    "Rule",
+    "SamplingDefaults",
+    "ServerConfig",
+    "one_of",
+]
+
+
+@dataclass(frozen=True)
+class Rule:
+    """`Annotated` metadata: a check plus the words for what it allows.
+
+    The same `expected` text is the validation message and what `errors.py` prints for any other error
+    on the field, so "allowed values" are written down once.
+    """
+
+    expected: str
+    check: Callable[[Any], bool]
+
+    def __get_pydantic_core_schema__(self, source: Any, handler: GetCoreSchemaHandler) -> core_schema.CoreSchema:
+        # Run after the base type's own (lax) coercion, so "4" from an env var is checked as 4.
+        return core_schema.no_info_after_validator_function(self._validate, handler(source))
+
+    def _validate(self, value: Any) -> Any:
+        if not self.check(value):
+            raise PydanticCustomError("rule", "must be {expected}", {"expected": self.expected})
+        return value
+
+
+def _or_list(values: tuple[Any, ...]) -> str:
+    shown = [f'"{v}"' if isinstance(v, str) else str(v) for v in values]
+    return shown[0] if len(shown) == 1 else f"{', '.join(shown[:-1])} or {shown[-1]}"
+
+
+def one_of(*values: Any) -> Rule:
+    """A `Rule` accepting exactly `values` (an enum that still coerces env strings first)."""
+    return Rule(_or_list(values), lambda value: value in values)
+
+
+def _is_name(value: str) -> bool:
+    return bool(value) and not any(ch.isspace() for ch in value)
+
+
+# What clients put in `"model": ...`: any non-empty string without whitespace.
+ModelId = Annotated[str, Rule("a non-empty name without whitespace", _is_name)]
+_NonEmpty = Annotated[str, Rule("a non-empty string", bool)]
+
+
+class _Frozen(BaseModel):
+    # Unknown keys are typos; failing loudly beats a silently ignored setting.
+    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
+
+
+class ServerConfig(_Frozen):
+    """`[server]`: the HTTP process."""
+
+    host: _NonEmpty = "127.0.0.1"
+    """Interface to bind."""
+    port: Annotated[int, Field(ge=0, le=65535)] = 8000
+    """TCP port (0 picks a free one)."""
+    log_level: Annotated[str, one_of("debug", "info", "warning", "error")] = "info"
+    """Root log level."""
+    offline: bool = False
+    """Never contact the Hugging Face Hub; only local dirs or the HF cache."""
+    max_body_mb: Annotated[int, Field(gt=0)] = 32
+    """Request body cap in MiB; larger bodies get 413."""
+    runtime_dir: str = ""
+    """Sockets and worker state; "" = $XDG_RUNTIME_DIR/rapid-mlx, else <tempdir>/rapid-mlx-<uid>."""
+
+
+class SamplingDefaults(_Frozen):
+    """`[models.<id>.sampling]`: used when a request leaves a field out."""
+
+    temperature: Annotated[float, Field(ge=0, le=2)] = 1.0
+    top_p: Annotated[float, Field(gt=0, le=1)] = 1.0
+    top_k: Annotated[int, Field(ge=0)] = 0
+    """0 turns top-k off."""
+    min_p: Annotated[float, Field(ge=0, le=1)] = 0.0
+    repetition_penalty: Annotated[float, Field(gt=0)] = 1.0
+    presence_penalty: Annotated[float, Field(ge=-2, le=2)] = 0.0
+    frequency_penalty: Annotated[float, Field(ge=-2, le=2)] = 0.0
+    max_tokens: Annotated[int, Field(ge=1)] = 4096
+    """Output cap when a request sets none; always clamped to the context left."""
+
+
+class KVCacheConfig(_Frozen):
+    """`[models.<id>.kv_cache]`: KV quantization."""
+
+    bits: Annotated[int, one_of(0, 4, 8)] = 0
+    """0 keeps the cache unquantized."""
+    group_size: Annotated[int, one_of(32, 64, 128)] = 64
+    quantize_after: Annotated[int, Field(ge=0)] = 0
+    """Tokens kept in full precision before quantizing."""
+
+
+class PrefixCacheConfig(_Frozen):
+    """`[models.<id>.prefix_cache]`: the radix prefix cache inside the worker."""
+
+    enabled: bool = True
+    memory_gb: Annotated[float, Field(ge=0)] = 2.0
+    dir: str = ""
+    """Persistence dir; "" = <runtime_dir>/prefix-cache/<id>."""
+    persist: bool = True
+    """Write on shutdown, restore at start."""
+
+
+class ModelConfig(_Frozen):
+    """`[models.<id>]`: one served model."""
+
+    path: _NonEmpty
+    """Local directory or Hugging Face repo id ("org/name"). Required."""
+    aliases: tuple[ModelId, ...] = ()
+    """Other names: exact strings or fnmatch globs such as "claude-*"."""
+    preload: bool = True
+    """Start the worker at server start (false: on first request)."""
+    max_concurrency: Annotated[int, Field(ge=1)] = 8
+    """Sequences decoded together (continuous batching width)."""
+    max_queue: Annotated[int, Field(ge=0)] = 64
+    """Requests waiting beyond max_concurrency before 429."""
+    max_context: Annotated[int, Field(ge=0)] = 0
+    """0 = the model's own max_position_embeddings; >0 caps the context."""
+    prefill_step: Annotated[int, Field(ge=16)] = 512
+    """Tokens per prefill chunk (bounds how long a prompt stalls decodes)."""
+    chat_template_kwargs: dict[str, Any] = Field(default_factory=dict)
+    """Default chat template kwargs; request values override."""
+    tool_parser: _NonEmpty = "auto"
+    """`auto`, `none` or a parser name."""
+    reasoning_parser: _NonEmpty = "auto"
+    """`auto`, `none` or a parser name."""
+    sampling: SamplingDefaults = Field(default_factory=SamplingDefaults)
+    kv_cache: KVCacheConfig = Field(default_factory=KVCacheConfig)
+    prefix_cache: PrefixCacheConfig = Field(default_factory=PrefixCacheConfig)
+
+
+class RouterConfig(_Frozen):
+    """The whole file. `models` keeps file order (glob aliases resolve first-declared-wins)."""
+
+    server: ServerConfig = Field(default_factory=ServerConfig)
+    models: dict[ModelId, ModelConfig] = Field(default_factory=dict)

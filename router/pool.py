@@ -1,0 +1,202 @@
+"""The model registry: name/alias → ModelHandle, worker lifecycles, admission counting.
+
+Each configured model gets a ModelHandle holding its tokenizer (the router owns the text
+side) and a WorkerHandle (the engine process). Names resolve by exact id, then exact
+alias, then glob alias in file order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fnmatch
+import json
+import logging
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from engines.client import WorkerHandle, WorkerState
+from engines.errors import WorkerLoadError, WorkerNotReadyError
+from engines.protocol import WorkerSpec
+from router.config import ModelConfig, RouterConfig
+from router.errors import ModelNotFoundError, ModelUnavailableError, OverloadedError
+from router.model_files import ModelFilesError, read_max_context, resolve_model_path
+
+logger = logging.getLogger(__name__)
+
+# How long a request waits for a model that is starting (lazy load or first start)
+# before it gets 503 + Retry-After; a crashed worker's backoff window answers 503 at once.
+LOAD_WAIT_S = 120.0
+
+
+@dataclass
+class ModelHandle:
+    """Everything the router knows about one configured model."""
+
+    model_id: str
+    config: ModelConfig
+    created: int
+    worker: WorkerHandle | None = None
+    tokenizer: Any = None  # mlx_lm TokenizerWrapper, loaded with the worker
+    max_context: int = 0
+    inflight: int = 0
+    load_error: str | None = None
+    _load_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    _token_text: dict[int, str] = field(default_factory=dict)
+
+    @property
+    def state(self) -> str:
+        if self.load_error is not None:
+            return "failed"
+        return self.worker.state.value if self.worker else WorkerState.STOPPED.value
+
+    def token_text(self, token_id: int) -> str:
+        """Decoded text of one token (cached: logprobs ask for it on every step)."""
+        text = self._token_text.get(token_id)
+        if text is None:
+            text = self._token_text[token_id] = self.tokenizer.decode([token_id])
+        return text
+
+
+class ModelPool:
+    """Owns every ModelHandle; created in the app's lifespan."""
+
+    def __init__(self, config: RouterConfig, runtime_dir: Path) -> None:
+        self.config = config
+        self._runtime_dir = runtime_dir
+        now = int(time.time())
+        self.handles = {model_id: ModelHandle(model_id, model_config, now) for model_id, model_config in config.models.items()}
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def start(self) -> None:
+        """Start the preloaded models' workers (in the background: HTTP serves meanwhile)."""
+        self._runtime_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        for handle in self.handles.values():
+            if handle.config.preload:
+                asyncio.create_task(self._ensure_started_logged(handle), name=f"preload[{handle.model_id}]")
+
+    async def stop(self) -> None:
+        await asyncio.gather(*(h.worker.stop() for h in self.handles.values() if h.worker is not None))
+
+    def is_ready(self) -> bool:
+        """True when every preloaded model is serving (the /ready contract)."""
+        return all(h.state == WorkerState.READY.value for h in self.handles.values() if h.config.preload)
+
+    # ------------------------------------------------------------------ routing
+
+    def resolve(self, name: str) -> ModelHandle:
+        """Find the model a client named, by id, exact alias, then glob alias."""
+        if name in self.handles:
+            return self.handles[name]
+        for handle in self.handles.values():
+            if name in handle.config.aliases:
+                return handle
+        for handle in self.handles.values():
+            if any(_is_glob(alias) and fnmatch.fnmatchcase(name, alias) for alias in handle.config.aliases):
+                return handle
+        raise ModelNotFoundError(name)
+
+    @staticmethod
+    def check_capacity(handle: ModelHandle) -> None:
+        """Raise 429 when the model's running + queued requests are at the limit."""
+        limit = handle.config.max_concurrency + handle.config.max_queue
+        if handle.inflight >= limit:
+            raise OverloadedError(
+                f"Model {handle.model_id!r} has {handle.inflight} requests in flight (limit {limit}); try again in 1s.",
+                retry_after_s=1.0,
+            )
+
+    @staticmethod
+    @contextlib.contextmanager
+    def admitted(handle: ModelHandle) -> Iterator[None]:
+        """Count a request as in flight for as long as it runs (its stream included)."""
+        handle.inflight += 1
+        try:
+            yield
+        finally:
+            handle.inflight -= 1
+
+    async def ensure_ready(self, handle: ModelHandle) -> None:
+        """Start the model if needed and wait for it, within LOAD_WAIT_S."""
+        if handle.load_error is not None:
+            raise ModelUnavailableError(f"Model {handle.model_id!r} failed to load: {handle.load_error}", retry_after_s=30.0)
+        if handle.worker is not None and handle.worker.state is WorkerState.FAILED:
+            raise ModelUnavailableError(f"Model {handle.model_id!r} is restarting after a crash.", retry_after_s=2.0)
+        if handle.worker is not None and handle.worker.state is WorkerState.READY:
+            return
+        try:
+            await asyncio.wait_for(self._ensure_started(handle), timeout=LOAD_WAIT_S)
+        except TimeoutError:
+            raise ModelUnavailableError(f"Model {handle.model_id!r} is still loading.", retry_after_s=10.0) from None
+        except (WorkerLoadError, WorkerNotReadyError, ModelFilesError) as exc:
+            raise ModelUnavailableError(f"Model {handle.model_id!r} is unavailable: {exc}", retry_after_s=5.0) from None
+
+    # ------------------------------------------------------------------ internal
+
+    async def _ensure_started_logged(self, handle: ModelHandle) -> None:
+        try:
+            await self._ensure_started(handle)
+        except (WorkerLoadError, ModelFilesError, OSError) as exc:
+            logger.error("model %s failed to load: %s", handle.model_id, exc)
+
+    async def _ensure_started(self, handle: ModelHandle) -> None:
+        async with handle._load_lock:
+            if handle.worker is None:
+                await self._prepare(handle)
+        try:
+            await handle.worker.wait_ready()
+        except WorkerLoadError as exc:
+            # The first start failed: a bad checkpoint, not a crash; keep the reason for every request.
+            handle.load_error = str(exc)
+            raise
+
+    async def _prepare(self, handle: ModelHandle) -> None:
+        """Resolve files and load the tokenizer (in a thread), then create and start the worker."""
+        offline = self.config.server.offline
+        try:
+            path = await anyio.to_thread.run_sync(lambda: resolve_model_path(handle.config.path, offline=offline))
+            handle.tokenizer = await anyio.to_thread.run_sync(lambda: _load_tokenizer(path))
+        except ModelFilesError as exc:
+            handle.load_error = str(exc)
+            raise
+        handle.max_context = read_max_context(path, handle.config.max_context)
+        spec = WorkerSpec(
+            model_id=handle.model_id,
+            model_path=str(path),
+            socket_path=str(self._runtime_dir / f"worker-{_safe_name(handle.model_id)}.sock"),
+            max_concurrency=handle.config.max_concurrency,
+            prefill_step=handle.config.prefill_step,
+            max_context=handle.max_context,
+            kv_bits=handle.config.kv_cache.bits,
+            kv_group_size=handle.config.kv_cache.group_size,
+            kv_quantize_after=handle.config.kv_cache.quantize_after,
+            log_level=self.config.server.log_level,
+        )
+        handle.worker = WorkerHandle(spec)
+        handle.worker.start()
+
+
+def _load_tokenizer(path: Path):
+    from mlx_lm.utils import load_tokenizer
+
+    config = json.loads((path / "config.json").read_text())
+    eos = config.get("eos_token_id")
+    eos_ids = [eos] if isinstance(eos, int) else eos
+    try:
+        return load_tokenizer(path, eos_token_ids=eos_ids)
+    except (OSError, ValueError) as exc:
+        raise ModelFilesError(f"cannot load the tokenizer from {path}: {exc}") from None
+
+
+def _is_glob(alias: str) -> bool:
+    return any(ch in alias for ch in "*?[")
+
+
+def _safe_name(model_id: str) -> str:
+    return "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in model_id)[:64]

@@ -1,0 +1,1 @@
+"""HTTP bodies: lenient inbound Structs (unknown fields ignored) and exact outbound Structs."""

@@ -1,0 +1,111 @@
+"""From token ids to text: one engine request seen as a stream of text deltas.
+
+Runs in the router for every request: incremental detokenisation (mlx-lm's streaming
+detokenizers hold back incomplete UTF-8), stop strings (a match aborts the request in the
+worker) and token log-probabilities with their text.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+
+from engines.errors import EngineRequestError
+from engines.protocol import AddRequest, FinishReason, SamplingParams, TokenLogprob
+from router.pool import ModelHandle
+from router.stops import StopStringMatcher
+
+_FINISH_TEXT = {FinishReason.STOP: "stop", FinishReason.LENGTH: "length", FinishReason.ABORT: "abort"}
+
+
+@dataclass(frozen=True)
+class TokenChoice:
+    token: str
+    logprob: float
+    token_id: int
+
+
+@dataclass(frozen=True)
+class TokenInfo:
+    """One generated token's log-probability, with alternatives when asked."""
+
+    token: str
+    logprob: float
+    top: list[TokenChoice]
+
+
+@dataclass(frozen=True)
+class TextDelta:
+    text: str
+    logprobs: list[TokenInfo] = field(default_factory=list)
+    finish_reason: str | None = None
+
+
+@dataclass
+class GenerationRequest:
+    prompt_tokens: list[int]
+    max_tokens: int
+    sampling: SamplingParams
+    stop: list[str] = field(default_factory=list)
+
+
+class Generation:
+    """One request's text stream; read usage counters after iterating."""
+
+    def __init__(self, handle: ModelHandle, request: GenerationRequest) -> None:
+        self.handle = handle
+        self.request = request
+        self.request_id = uuid.uuid4().hex
+        self.prompt_tokens = len(request.prompt_tokens)
+        self.completion_tokens = 0
+        self.cached_tokens = 0
+        self.finish_reason: str | None = None
+
+    async def stream(self) -> AsyncIterator[TextDelta]:
+        """Yield text as it is decoded; the last delta carries ``finish_reason``."""
+        tokenizer = self.handle.tokenizer
+        detokenizer = tokenizer.detokenizer
+        stops = StopStringMatcher(self.request.stop)
+        add = AddRequest(
+            self.request_id,
+            self.request.prompt_tokens,
+            self.request.max_tokens,
+            self.request.sampling,
+            sorted(tokenizer.eos_token_ids),
+        )
+        async with contextlib.aclosing(self.handle.worker.generate(add)) as batches:
+            async for batch in batches:
+                for delta in batch:
+                    if delta.error is not None:
+                        raise EngineRequestError(delta.error)
+                    if delta.cached_tokens is not None:
+                        self.cached_tokens = delta.cached_tokens
+                    self.completion_tokens += len(delta.token_ids)
+                    for token in delta.token_ids:
+                        detokenizer.add_token(token)
+                    if delta.finish_reason is not None:
+                        detokenizer.finalize()
+                    text, matched = stops.feed(detokenizer.last_segment)
+                    logprobs = self._logprob_infos(delta.logprobs)
+                    if matched:
+                        # Leaving the loop closes the worker stream, which aborts the request.
+                        self.finish_reason = "stop"
+                        yield TextDelta(text, logprobs, "stop")
+                        return
+                    if delta.finish_reason is not None:
+                        self.finish_reason = _FINISH_TEXT[delta.finish_reason]
+                        yield TextDelta(text + stops.flush(), logprobs, self.finish_reason)
+                        return
+                    if text or logprobs:
+                        yield TextDelta(text, logprobs)
+
+    def _logprob_infos(self, logprobs: list[TokenLogprob] | None) -> list[TokenInfo]:
+        if not logprobs:
+            return []
+        text_of = self.handle.token_text
+        return [
+            TokenInfo(text_of(lp.token_id), lp.logprob, [TokenChoice(text_of(t.token_id), t.logprob, t.token_id) for t in lp.top])
+            for lp in logprobs
+        ]

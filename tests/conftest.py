@@ -1,0 +1,22 @@
+"""Shared fixtures: tiny real checkpoints built once per session, and live servers on loopback."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.support.models import TinyModels
+from tests.support.server import ServerFactory
+
+
+@pytest.fixture(scope="session")
+def tiny_models(tmp_path_factory: pytest.TempPathFactory) -> TinyModels:
+    """Random-weight qwen3, llama and hybrid qwen3_next checkpoints (built lazily, once)."""
+    return TinyModels(tmp_path_factory.mktemp("models"))
+
+
+@pytest.fixture(scope="session")
+def servers(tmp_path_factory: pytest.TempPathFactory):
+    """Start ``rapid-mlx serve`` processes; every one is stopped at the end of the session."""
+    factory = ServerFactory(tmp_path_factory.mktemp("servers"))
+    yield factory
+    factory.stop_all()

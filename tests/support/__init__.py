@@ -1,0 +1,1 @@
+"""Test support code: model builders and server processes (no tests here)."""

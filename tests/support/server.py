@@ -1,0 +1,104 @@
+"""Live ``rapid-mlx serve`` processes on loopback for end-to-end tests."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import tomli_w
+
+READY_TIMEOUT_S = 120.0
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@dataclass
+class LiveServer:
+    process: subprocess.Popen
+    port: int
+    log_path: Path
+    runtime_dir: Path
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def worker_pid(self, model_id: str) -> int:
+        """PID of a model's worker process, found by its --spec argument."""
+        marker = f'"model_id":"{model_id}"'.encode()
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                cmdline = (entry / "cmdline").read_bytes()
+            except OSError:
+                continue
+            if b"engines.worker" in cmdline and marker in cmdline and str(self.runtime_dir).encode() in cmdline:
+                return int(entry.name)
+        raise LookupError(f"no worker process for {model_id}")
+
+    def wait_ready(self, timeout_s: float = READY_TIMEOUT_S) -> None:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"server exited with {self.process.returncode}:\n{self.log()}")
+            try:
+                if httpx.get(self.base_url + "/ready", timeout=2).status_code == 200:
+                    return
+            except httpx.TransportError:
+                pass  # not listening yet; poll again
+            time.sleep(0.2)
+        raise TimeoutError(f"server not ready after {timeout_s}s:\n{self.log()}")
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+
+class ServerFactory:
+    def __init__(self, root: Path) -> None:
+        self._root = root
+        self._servers: list[LiveServer] = []
+
+    def start(self, models: dict[str, dict], *, server: dict | None = None, wait: bool = True) -> LiveServer:
+        """Write a config with these ``[models.*]`` tables and serve it."""
+        index = len(self._servers)
+        runtime_dir = self._root / f"run{index}"
+        port = free_port()
+        config = {"server": {"port": port, "runtime_dir": str(runtime_dir), "offline": True, **(server or {})}, "models": models}
+        config_path = self._root / f"config{index}.toml"
+        config_path.write_text(tomli_w.dumps(config))
+        log_path = self._root / f"server{index}.log"
+        with open(log_path, "wb") as log:
+            process = subprocess.Popen(
+                [sys.executable, "-m", "router.cli", "serve", "--config", str(config_path)],
+                stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            )
+        live = LiveServer(process, port, log_path, runtime_dir)
+        self._servers.append(live)
+        if wait:
+            live.wait_ready()
+        return live
+
+    def stop_all(self) -> None:
+        for live in self._servers:
+            live.stop()
