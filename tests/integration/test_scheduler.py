@@ -1,0 +1,103 @@
+"""The scheduler around BatchGenerator, on real tiny models of three architectures (no IPC)."""
+
+from __future__ import annotations
+
+import pytest
+from mlx_lm.utils import load_model
+
+from engines.protocol import AbortRequest, AddRequest, FinishReason, SamplingParams
+from engines.scheduler import Scheduler
+
+GREEDY = SamplingParams(temperature=0.0, logit_bias={2: -100.0})
+
+
+def run_to_completion(scheduler: Scheduler, requests: list[AddRequest], max_steps: int = 2000) -> dict:
+    for request in requests:
+        scheduler.add(request)
+    tokens = {r.request_id: [] for r in requests}
+    finish = {}
+    for _ in range(max_steps):
+        if not scheduler.has_work:
+            break
+        for delta in scheduler.step().outputs:
+            tokens[delta.request_id] += delta.token_ids
+            if delta.finish_reason is not None:
+                finish[delta.request_id] = delta
+    return {rid: (tokens[rid], finish.get(rid)) for rid in tokens}
+
+
+def prompt(i: int) -> list[int]:
+    return [3 + (i * 7 + j) % 300 for j in range(5 + 9 * i)]
+
+
+@pytest.fixture(scope="module", params=["qwen3", "llama", "qwen3_next"])
+def model(request, tiny_models):
+    loaded, _ = load_model(tiny_models.path(request.param))
+    return loaded
+
+
+def new_scheduler(model, **options) -> Scheduler:
+    return Scheduler(model, max_concurrency=options.get("max_concurrency", 8), prefill_step=options.get("prefill_step", 16), max_context=4096)
+
+
+def test_batched_greedy_equals_solo(model):
+    requests = [AddRequest(f"r{i}", prompt(i), 24, GREEDY, [2]) for i in range(6)]
+    batched = run_to_completion(new_scheduler(model), requests)
+    for request in requests:
+        solo = run_to_completion(new_scheduler(model), [request])
+        assert batched[request.request_id][0] == solo[request.request_id][0], request.request_id
+        assert batched[request.request_id][1].finish_reason is FinishReason.LENGTH
+
+
+def test_abort_frees_the_slot_immediately(model):
+    scheduler = new_scheduler(model, max_concurrency=1)
+    scheduler.add(AddRequest("long", prompt(1), 1000, GREEDY, [2]))
+    scheduler.step()
+    scheduler.abort(["long", "unknown"])  # unknown ids are ignored
+    outputs = scheduler.step().outputs
+    assert [(d.request_id, d.finish_reason) for d in outputs] == [("long", FinishReason.ABORT)]
+    assert not scheduler.has_work
+    result = run_to_completion(scheduler, [AddRequest("next", prompt(2), 3, GREEDY, [2])])
+    assert len(result["next"][0]) == 3
+
+
+def test_bad_requests_fail_alone(model):
+    scheduler = new_scheduler(model)
+    result = run_to_completion(scheduler, [
+        AddRequest("too-long", prompt(1), 5000, GREEDY, [2]),
+        AddRequest("empty", [], 4, GREEDY, [2]),
+        AddRequest("fine", prompt(1), 4, GREEDY, [2]),
+    ])
+    assert result["too-long"][1].finish_reason is FinishReason.ERROR and "exceeds the context" in result["too-long"][1].error
+    assert result["empty"][1].finish_reason is FinishReason.ERROR
+    assert len(result["fine"][0]) == 4
+
+
+def test_stop_token_ends_the_sequence_and_is_not_emitted(model):
+    probe = run_to_completion(new_scheduler(model), [AddRequest("probe", prompt(3), 6, GREEDY, [2])])["probe"][0]
+    stop_at = probe[3]
+    result = run_to_completion(new_scheduler(model), [AddRequest("s", prompt(3), 6, GREEDY, [stop_at])])["s"]
+    assert result[0] == probe[: probe.index(stop_at)]
+    assert result[1].finish_reason is FinishReason.STOP
+
+
+def test_seeded_sampling_does_not_depend_on_batch_neighbours(model):
+    seeded = SamplingParams(temperature=1.0, seed=11, logit_bias={2: -100.0})
+    alone = run_to_completion(new_scheduler(model), [AddRequest("x", prompt(2), 12, seeded, [2])])["x"][0]
+    crowd = [AddRequest(f"n{i}", prompt(i), 12, SamplingParams(temperature=1.0), [2]) for i in range(3)]
+    together = run_to_completion(new_scheduler(model), [*crowd, AddRequest("x", prompt(2), 12, seeded, [2])])["x"][0]
+    assert alone == together
+
+
+def test_logprobs_are_reported_per_token(model):
+    request = AddRequest("lp", prompt(1), 4, SamplingParams(temperature=0.0, top_logprobs=3), [2])
+    scheduler = new_scheduler(model)
+    scheduler.add(request)
+    entries = []
+    while scheduler.has_work:
+        for delta in scheduler.step().outputs:
+            entries += delta.logprobs or []
+    assert 1 <= len(entries) <= 4
+    for entry in entries:
+        assert len(entry.top) == 3 and entry.top[0].token_id == entry.token_id
+        assert entry.top[0].logprob >= entry.top[1].logprob >= entry.top[2].logprob
