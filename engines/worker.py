@@ -1,10 +1,11 @@
 """Process entry of a model worker: ``python -m engines.worker --spec JSON``.
 
-Three threads, so the engine loop never waits on a socket (the shape of vLLM's engine core):
+Two threads, so the engine loop never waits to read a socket (the shape of vLLM's engine core):
 - the reader thread decodes ``WorkerInput`` frames into a queue;
-- the main thread loads the model and runs the scheduler loop: drain inputs, then step;
-  it is the only thread that makes MLX calls;
-- the writer thread sends encoded ``StepOutputs`` frames.
+- the main thread loads the model and runs the scheduler loop: drain inputs, step, send the
+  step's outputs; it is the only thread that makes MLX calls.
+Outputs are sent from the engine thread itself: a frame is a few hundred bytes and the router
+always reads, so a writer thread would only add a hand-off per step.
 The router owns the listening socket; the worker connects to it, says ``WorkerReady`` and
 exits when the router closes the connection or sends ``Shutdown``.
 """
@@ -70,23 +71,13 @@ def read_inputs(sock: socket.socket, inbox: queue.Queue[WorkerInput]) -> None:
     inbox.put(Shutdown())
 
 
-def write_outputs(sock: socket.socket, outbox: queue.Queue[bytes | None]) -> None:
-    """Writer thread: sends frames until it reads ``None``."""
-    while (frame := outbox.get()) is not None:
-        try:
-            sock.sendall(frame)
-        except OSError:
-            logger.warning("router connection lost while sending")
-            return
-
-
 class EngineLoop:
     """The busy loop: two named phases, drain inputs then step (see module docstring)."""
 
-    def __init__(self, scheduler, inbox: queue.Queue[WorkerInput], outbox: queue.Queue[bytes | None]) -> None:
+    def __init__(self, scheduler, inbox: queue.Queue[WorkerInput], sock: socket.socket) -> None:
         self._scheduler = scheduler
         self._inbox = inbox
-        self._outbox = outbox
+        self._sock = sock
         self._running = True
 
     def run(self) -> None:
@@ -122,32 +113,30 @@ class EngineLoop:
             logger.error("engine step failed; failing in-flight requests", exc_info=True)
             outputs = self._scheduler.fail_all(f"engine error: {exc}")
         if outputs.outputs:
-            self._outbox.put(encode_frame(outputs))
+            try:
+                self._sock.sendall(encode_frame(outputs))
+            except OSError:
+                logger.warning("router connection lost; stopping")
+                self._running = False
 
 
 def serve(spec: WorkerSpec) -> int:
     """Connect to the router, load the model, run the engine loop until told to stop."""
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     sock.connect(spec.socket_path)
-    outbox: queue.Queue[bytes | None] = queue.Queue()
-    writer = threading.Thread(target=write_outputs, args=(sock, outbox), name="writer", daemon=True)
-    writer.start()
     try:
         scheduler = _load(spec)
     except Exception as exc:  # process boundary: report why, then die
         logger.error("failed to load %s", spec.model_path, exc_info=True)
-        outbox.put(encode_frame(WorkerFatal(f"failed to load model {spec.model_id!r}: {exc}")))
-        outbox.put(None)
-        writer.join(timeout=5)
+        sock.sendall(encode_frame(WorkerFatal(f"failed to load model {spec.model_id!r}: {exc}")))
+        sock.close()
         return 1
     inbox: queue.Queue[WorkerInput] = queue.Queue()
     threading.Thread(target=read_inputs, args=(sock, inbox), name="reader", daemon=True).start()
-    outbox.put(encode_frame(WorkerReady(PROTOCOL_VERSION, spec.model_id, spec.max_context, os.getpid())))
+    sock.sendall(encode_frame(WorkerReady(PROTOCOL_VERSION, spec.model_id, spec.max_context, os.getpid())))
     logger.info("ready: %s (max_context=%d)", spec.model_id, spec.max_context)
-    EngineLoop(scheduler, inbox, outbox).run()
+    EngineLoop(scheduler, inbox, sock).run()
     scheduler.close()
-    outbox.put(None)
-    writer.join(timeout=5)
     sock.close()
     return 0
 
