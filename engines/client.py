@@ -69,9 +69,14 @@ class RequestMailbox:
         self._error = error
         self._event.set()
 
-    async def get(self) -> list[TokenDelta]:
+    async def get(self, timeout_s: float | None = None) -> list[TokenDelta]:
+        """Everything that arrived since the last read; ``[]`` if ``timeout_s`` passed first."""
         if not self._pending and self._error is None:
-            await self._event.wait()
+            try:
+                async with asyncio.timeout(timeout_s):
+                    await self._event.wait()
+            except TimeoutError:
+                return []
         self._event.clear()
         batch, self._pending = self._pending, []
         if not batch and self._error is not None:
@@ -130,8 +135,12 @@ class WorkerHandle:
 
     # ------------------------------------------------------------------ requests
 
-    async def generate(self, request: AddRequest) -> AsyncIterator[list[TokenDelta]]:
-        """Submit a request and yield its deltas as they arrive; abort it if the caller stops early."""
+    async def generate(self, request: AddRequest, *, heartbeat_s: float | None = None) -> AsyncIterator[list[TokenDelta]]:
+        """Submit a request and yield its deltas as they arrive; abort it if the caller stops early.
+
+        With ``heartbeat_s``, an empty batch is yielded whenever the worker has been silent that
+        long (a long prefill), so callers can keep their connection visibly alive.
+        """
         if self.state is not WorkerState.READY or self._writer is None:
             raise WorkerNotReadyError(f"model {self.spec.model_id!r} is {self.state.value}")
         mailbox = RequestMailbox()
@@ -140,7 +149,7 @@ class WorkerHandle:
         try:
             self._writer.write(encode_frame(request))
             while not finished:
-                batch = await mailbox.get()
+                batch = await mailbox.get(heartbeat_s)
                 finished = any(delta.finish_reason is not None for delta in batch)
                 yield batch
         finally:

@@ -10,13 +10,16 @@ from litestar import Litestar
 from litestar.datastructures import State
 from litestar.di import Provide
 
+from router.api.anthropic_messages import MessagesController
 from router.api.health import HealthController
 from router.api.models import ModelsController
 from router.api.openai_chat import ChatCompletionsController
 from router.api.openai_completions import CompletionsController
+from router.api.openai_responses import ResponsesController
 from router.config import RouterConfig, resolve_runtime_dir
 from router.errors import handle_exception
 from router.pool import ModelPool
+from router.responses_store import ResponseStore
 
 
 def create_app(config: RouterConfig, *, runtime_dir: Path | None = None) -> Litestar:
@@ -34,12 +37,21 @@ def create_app(config: RouterConfig, *, runtime_dir: Path | None = None) -> Lite
     def provide_pool(state: State) -> ModelPool:
         return state.pool
 
+    def provide_responses(state: State) -> ResponseStore:
+        return state.responses
+
     return Litestar(
-        route_handlers=[HealthController, ModelsController, ChatCompletionsController, CompletionsController],
-        dependencies={"pool": Provide(provide_pool, sync_to_thread=False)},
+        route_handlers=[
+            HealthController, ModelsController, ChatCompletionsController, CompletionsController,
+            ResponsesController, MessagesController,
+        ],
+        dependencies={
+            "pool": Provide(provide_pool, sync_to_thread=False),
+            "responses": Provide(provide_responses, sync_to_thread=False),
+        },
         exception_handlers={Exception: handle_exception},
         lifespan=[run_pool],
-        state=State({"pool": pool}),
+        state=State({"pool": pool, "responses": ResponseStore()}),
         request_max_body_size=int(config.server.max_body_mb * 1024 * 1024),
         openapi_config=None,
     )

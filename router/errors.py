@@ -113,9 +113,13 @@ def is_anthropic_path(path: str) -> bool:
 def error_body(error: RouterError, *, anthropic: bool = False) -> dict[str, Any]:
     """The JSON body of an error in the API's own dialect."""
     if anthropic:
+        message = error.message
+        if isinstance(error, ContextLengthError):
+            # The exact text Claude Code's auto-compaction looks for.
+            message = f"prompt is too long: {error.prompt_tokens} tokens > {error.max_context} maximum"
         kind = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error", 404: "not_found_error",
                 413: "request_too_large", 429: "rate_limit_error", 503: "overloaded_error"}.get(error.status, "api_error")
-        return {"type": "error", "error": {"type": kind, "message": error.message}}
+        return {"type": "error", "error": {"type": kind, "message": message}}
     return {"error": {"message": error.message, "type": error.type, "param": error.param, "code": error.code}}
 
 

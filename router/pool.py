@@ -46,6 +46,10 @@ class ModelHandle:
     max_context: int = 0
     inflight: int = 0
     load_error: str | None = None
+    # Output parsers chosen for this model (router.parsing fills these in at load time).
+    tool_parser: str | None = None
+    reasoning_parser: str | None = None
+    parser_reasons: dict[str, str] = field(default_factory=dict)
     _load_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     _token_text: dict[int, str] = field(default_factory=dict)
 
@@ -54,6 +58,10 @@ class ModelHandle:
         if self.load_error is not None:
             return "failed"
         return self.worker.state.value if self.worker else WorkerState.STOPPED.value
+
+    def prompt_opens_thinking(self, prompt_text: str) -> bool:
+        """Whether the rendered prompt already opened a think block (the output starts inside it)."""
+        return False
 
     def token_text(self, token_id: int) -> str:
         """Decoded text of one token (cached: logprobs ask for it on every step)."""

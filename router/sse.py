@@ -28,3 +28,7 @@ DONE_FRAME = b"data: [DONE]\n\n"
 
 def sse_response(frames: AsyncIterator[bytes]) -> Stream:
     return Stream(frames, media_type="text/event-stream", headers=SSE_HEADERS)
+
+
+# An SSE comment: every client's parser skips it, and it keeps the connection visibly alive.
+COMMENT_KEEPALIVE = b": keepalive\n\n"

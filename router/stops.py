@@ -13,14 +13,16 @@ class StopStringMatcher:
     def __init__(self, stops: list[str]) -> None:
         self._stops = [s for s in stops if s]
         self._buffer = ""
+        self.matched: str | None = None  # the stop string that ended the text, once one did
 
     def feed(self, text: str) -> tuple[str, bool]:
         if not self._stops:
             return text, False
         self._buffer += text
-        hits = [i for i in (self._buffer.find(stop) for stop in self._stops) if i >= 0]
+        hits = [(i, stop) for stop in self._stops if (i := self._buffer.find(stop)) >= 0]
         if hits:
-            emitted, self._buffer = self._buffer[: min(hits)], ""
+            position, self.matched = min(hits)
+            emitted, self._buffer = self._buffer[:position], ""
             return emitted, True
         keep = self._held_back_length()
         emitted = self._buffer[: len(self._buffer) - keep]

@@ -17,6 +17,10 @@ from engines.protocol import AddRequest, FinishReason, SamplingParams, TokenLogp
 from router.pool import ModelHandle
 from router.stops import StopStringMatcher
 
+# How long a request may see no engine output before the APIs send a keepalive: agents give up
+# on silent connections (Codex's stream idle timeout, proxies) during long prefills.
+HEARTBEAT_S = 5.0
+
 _FINISH_TEXT = {FinishReason.STOP: "stop", FinishReason.LENGTH: "length", FinishReason.ABORT: "abort"}
 
 
@@ -62,9 +66,13 @@ class Generation:
         self.completion_tokens = 0
         self.cached_tokens = 0
         self.finish_reason: str | None = None
+        self.stop_sequence: str | None = None  # the stop string that ended the output, if one did
 
     async def stream(self) -> AsyncIterator[TextDelta]:
-        """Yield text as it is decoded; the last delta carries ``finish_reason``."""
+        """Yield text as it is decoded; the last delta carries ``finish_reason``.
+
+        A delta with no text, no logprobs and no finish reason is a heartbeat (see HEARTBEAT_S).
+        """
         tokenizer = self.handle.tokenizer
         detokenizer = tokenizer.detokenizer
         stops = StopStringMatcher(self.request.stop)
@@ -75,8 +83,11 @@ class Generation:
             self.request.sampling,
             sorted(tokenizer.eos_token_ids),
         )
-        async with contextlib.aclosing(self.handle.worker.generate(add)) as batches:
+        async with contextlib.aclosing(self.handle.worker.generate(add, heartbeat_s=HEARTBEAT_S)) as batches:
             async for batch in batches:
+                if not batch:
+                    yield TextDelta("")
+                    continue
                 for delta in batch:
                     if delta.error is not None:
                         raise EngineRequestError(delta.error)
@@ -91,7 +102,7 @@ class Generation:
                     logprobs = self._logprob_infos(delta.logprobs)
                     if matched:
                         # Leaving the loop closes the worker stream, which aborts the request.
-                        self.finish_reason = "stop"
+                        self.finish_reason, self.stop_sequence = "stop", stops.matched
                         yield TextDelta(text, logprobs, "stop")
                         return
                     if delta.finish_reason is not None:

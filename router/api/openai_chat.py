@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator
+from typing import Any
 
 from litestar import Controller, Request, post
 from msgspec import UNSET
-from litestar.response import Response
 
 from engines.errors import EngineError
+from parsers import ContentDelta, ReasoningDelta, ToolCallArgsDelta, ToolCallEnd, ToolCallStart, dump_arguments
 from router.api.dispatch import new_id, now, open_model
-from router.chat import normalize_messages, render_chat
 from router.errors import InvalidRequestError, RouterError, as_router_error, error_body
-from router.pool import ModelHandle, ModelPool
+from router.pool import ModelPool
 from router.schemas.decode import decode_body
 from router.schemas.openai import (
     ChatChoice,
@@ -26,81 +27,163 @@ from router.schemas.openai import (
     CompletionTokensDetails,
     LogprobEntry,
     PromptTokensDetails,
+    ToolCall,
+    ToolCallFunction,
     TopLogprobEntry,
     Usage,
 )
-from router.sse import DONE_FRAME, data_frame, sse_response
-from router.textgen import Generation, GenerationRequest, TokenInfo
-from router.translate import SamplingInput, build_sampling, normalize_stop, resolve_max_tokens
+from router.sse import COMMENT_KEEPALIVE, DONE_FRAME, data_frame, sse_response
+from router.textgen import Generation, TokenInfo
+from router.translate import SamplingInput, normalize_stop
+from router.turn import Heartbeat, LogprobsDelta, ToolChoice, Turn, TurnEnd, TurnRequest, prepare_turn
+
+logger = logging.getLogger(__name__)
 
 
 class ChatCompletionsController(Controller):
     path = "/v1/chat/completions"
 
     @post(status_code=200)
-    async def create(self, request: Request, pool: ModelPool) -> Response | object:
+    async def create(self, request: Request, pool: ModelPool) -> object:
         body = decode_body(await request.body(), ChatCompletionBody)
         if body.n not in (None, 1):
             raise InvalidRequestError("Only n=1 is supported.", param="n")
         handle = await open_model(pool, body.model)
-        generation = await _prepare_generation(handle, body)
+        turn = await prepare_turn(handle, to_turn_request(body))
         if body.stream:
             include_usage = bool(body.stream_options and body.stream_options.include_usage)
-            return sse_response(_stream_chunks(pool, generation, body.model, include_usage, bool(body.logprobs)))
+            return sse_response(_stream_chunks(pool, turn, body.model, include_usage))
         with pool.admitted(handle):
-            text, logprobs = [], []
-            async for delta in generation.stream():
-                text.append(delta.text)
-                logprobs.extend(delta.logprobs)
-        message = ChatMessage(role="assistant", content="".join(text))
-        choice = ChatChoice(0, message, _choice_logprobs(logprobs) if body.logprobs else None, generation.finish_reason)
-        return ChatCompletion(new_id("chatcmpl-"), "chat.completion", now(), body.model, [choice], usage_of(generation))
+            message = MessageBuilder()
+            async for event in turn.events():
+                message.apply(event)
+        logprobs = _choice_logprobs(message.logprobs) if body.logprobs else None
+        choice = ChatChoice(0, message.build(), logprobs, message.finish_reason)
+        return ChatCompletion(new_id("chatcmpl-"), "chat.completion", now(), body.model, [choice], usage_of(turn.generation, turn.reasoning_tokens()))
 
 
-async def _prepare_generation(handle: ModelHandle, body: ChatCompletionBody) -> Generation:
-    messages = normalize_messages(body.messages)
-    template_kwargs = {**handle.config.chat_template_kwargs, **(body.chat_template_kwargs or {})}
-    prompt = await render_chat(handle, messages, tools=body.tools, template_kwargs=template_kwargs)
+def to_turn_request(body: ChatCompletionBody) -> TurnRequest:
     requested = body.max_completion_tokens if body.max_completion_tokens is not None else body.max_tokens
-    param = "max_completion_tokens" if body.max_completion_tokens is not None else "max_tokens"
-    max_tokens = resolve_max_tokens(handle, requested, len(prompt.tokens), param=param)
-    top_logprobs = (body.top_logprobs or 0) if body.logprobs else None
-    sampling = build_sampling(handle, _sampling_input(body, top_logprobs))
-    return Generation(handle, GenerationRequest(prompt.tokens, max_tokens, sampling, normalize_stop(body.stop)))
-
-
-def _sampling_input(body, top_logprobs: int | None) -> SamplingInput:
-    return SamplingInput(
-        temperature=body.temperature, top_p=body.top_p, top_k=body.top_k, min_p=body.min_p,
-        repetition_penalty=body.repetition_penalty, presence_penalty=body.presence_penalty,
-        frequency_penalty=body.frequency_penalty, seed=body.seed, logit_bias=body.logit_bias,
-        top_logprobs=top_logprobs,
+    kwargs = dict(body.chat_template_kwargs or {})
+    if body.reasoning_effort is not None and "enable_thinking" not in kwargs:
+        kwargs["enable_thinking"] = body.reasoning_effort not in ("none", "minimal")
+    return TurnRequest(
+        messages=body.messages,
+        tools=[t for t in body.tools or [] if isinstance(t, dict) and t.get("type", "function") == "function"] or None,
+        tool_choice=_tool_choice(body.tool_choice),
+        parallel_tool_calls=body.parallel_tool_calls is not False,
+        max_tokens=requested,
+        max_tokens_param="max_completion_tokens" if body.max_completion_tokens is not None else "max_tokens",
+        sampling=SamplingInput(
+            temperature=body.temperature, top_p=body.top_p, top_k=body.top_k, min_p=body.min_p,
+            repetition_penalty=body.repetition_penalty, presence_penalty=body.presence_penalty,
+            frequency_penalty=body.frequency_penalty, seed=body.seed, logit_bias=body.logit_bias,
+            top_logprobs=(body.top_logprobs or 0) if body.logprobs else None,
+        ),
+        stop=normalize_stop(body.stop),
+        template_kwargs=kwargs,
     )
 
 
-async def _stream_chunks(pool: ModelPool, generation: Generation, model: str, include_usage: bool, logprobs: bool) -> AsyncIterator[bytes]:
-    """The §1.3 sequence: role chunk, content chunks, finish chunk, optional usage chunk, [DONE]."""
+def _tool_choice(choice: str | dict[str, Any] | None) -> ToolChoice:
+    if choice is None or choice == "auto":
+        return ToolChoice()
+    if choice in ("none", "required"):
+        return ToolChoice(choice)
+    if isinstance(choice, dict) and choice.get("type") == "function":
+        name = (choice.get("function") or {}).get("name")
+        if isinstance(name, str):
+            return ToolChoice("named", name)
+    if isinstance(choice, dict) and choice.get("type") == "allowed_tools":
+        return ToolChoice("required" if choice.get("mode") == "required" else "auto")
+    raise InvalidRequestError("tool_choice must be 'none', 'auto', 'required' or a named function.", param="tool_choice")
+
+
+class MessageBuilder:
+    """Collects a whole turn into one assistant message (the non-stream response)."""
+
+    def __init__(self) -> None:
+        self.content: list[str] = []
+        self.reasoning: list[str] = []
+        self.calls: dict[int, ToolCall] = {}
+        self.logprobs: list[TokenInfo] = []
+        self.finish_reason = "stop"
+
+    def apply(self, event) -> None:
+        if isinstance(event, ContentDelta):
+            self.content.append(event.text)
+        elif isinstance(event, ReasoningDelta):
+            self.reasoning.append(event.text)
+        elif isinstance(event, ToolCallStart):
+            self.calls[event.index] = ToolCall(id=event.id, type="function", function=ToolCallFunction(arguments="", name=event.name))
+        elif isinstance(event, ToolCallEnd) and event.index in self.calls:
+            _warn_if_not_offered(event, self.calls[event.index].function.name)
+            self.calls[event.index].function.arguments = dump_arguments(event.arguments)
+        elif isinstance(event, LogprobsDelta):
+            self.logprobs.extend(event.tokens)
+        elif isinstance(event, TurnEnd):
+            self.finish_reason = event.finish_reason
+
+    def build(self) -> ChatMessage:
+        content = "".join(self.content)
+        calls = [self.calls[i] for i in sorted(self.calls)]
+        message = ChatMessage(role="assistant", content=content if content.strip() or not calls else None)
+        if calls:
+            message.tool_calls = calls
+        if self.reasoning:
+            message.reasoning_content = "".join(self.reasoning)
+        return message
+
+
+def _warn_if_not_offered(event: ToolCallEnd, name: str) -> None:
+    if not event.offered:
+        logger.warning("model called %r, which the request did not offer", name)
+
+
+def _chunk_delta(event) -> ChunkDelta | None:
+    """One turn event as a chat delta (§1.3): id, type and name only on a call's first delta."""
+    if isinstance(event, ContentDelta) and event.text:
+        return ChunkDelta(content=event.text)
+    if isinstance(event, ReasoningDelta) and event.text:
+        return ChunkDelta(reasoning_content=event.text)
+    if isinstance(event, ToolCallStart):
+        call = ToolCall(index=event.index, id=event.id, type="function", function=ToolCallFunction(arguments="", name=event.name))
+        return ChunkDelta(tool_calls=[call])
+    if isinstance(event, ToolCallArgsDelta) and event.text:
+        return ChunkDelta(tool_calls=[ToolCall(index=event.index, function=ToolCallFunction(arguments=event.text))])
+    if isinstance(event, ToolCallEnd):
+        _warn_if_not_offered(event, "?")
+    return None
+
+
+async def _stream_chunks(pool: ModelPool, turn: Turn, model: str, include_usage: bool) -> AsyncIterator[bytes]:
+    """The §1.3 sequence: role chunk, deltas, finish chunk, optional usage chunk, [DONE]."""
     chunk_id, created = new_id("chatcmpl-"), now()
     usage_field = None if include_usage else UNSET
 
-    def chunk(delta: ChunkDelta, finish: str | None = None, lp: list[TokenInfo] | None = None) -> bytes:
-        choice = ChunkChoice(0, delta, _choice_logprobs(lp) if lp else None, finish)
+    def chunk(delta: ChunkDelta, finish: str | None = None, logprobs: list[TokenInfo] | None = None) -> bytes:
+        choice = ChunkChoice(0, delta, _choice_logprobs(logprobs) if logprobs else None, finish)
         return data_frame(ChatCompletionChunk(chunk_id, "chat.completion.chunk", created, model, [choice], usage_field))
 
-    with pool.admitted(generation.handle):
+    with pool.admitted(turn.generation.handle):
         yield chunk(ChunkDelta(role="assistant", content=""))
         try:
-            async for delta in generation.stream():
-                if delta.text or (logprobs and delta.logprobs):
-                    yield chunk(ChunkDelta(content=delta.text), lp=delta.logprobs if logprobs else None)
-                if delta.finish_reason is not None:
-                    yield chunk(ChunkDelta(), delta.finish_reason)
+            async for event in turn.events():
+                if isinstance(event, Heartbeat):
+                    yield COMMENT_KEEPALIVE
+                elif isinstance(event, LogprobsDelta):
+                    yield chunk(ChunkDelta(), logprobs=event.tokens)
+                elif isinstance(event, TurnEnd):
+                    yield chunk(ChunkDelta(), event.finish_reason)
+                elif (delta := _chunk_delta(event)) is not None:
+                    yield chunk(delta)
         except (RouterError, EngineError) as exc:
             # Mid-stream failure: one terminal error frame in OpenAI's dialect, then close.
             yield data_frame(error_body(as_router_error(exc)))
             return
     if include_usage:
-        yield data_frame(ChatCompletionChunk(chunk_id, "chat.completion.chunk", created, model, [], usage_of(generation)))
+        usage = usage_of(turn.generation, turn.reasoning_tokens())
+        yield data_frame(ChatCompletionChunk(chunk_id, "chat.completion.chunk", created, model, [], usage))
     yield DONE_FRAME
 
 
@@ -124,4 +207,3 @@ def _choice_logprobs(infos: list[TokenInfo]) -> ChoiceLogprobs:
             for info in infos
         ]
     )
-

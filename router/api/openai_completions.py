@@ -19,7 +19,7 @@ from router.errors import InvalidRequestError, RouterError, as_router_error, err
 from router.pool import ModelHandle, ModelPool
 from router.schemas.decode import decode_body
 from router.schemas.openai import Completion, CompletionBody, CompletionChoice, CompletionLogprobs, CompletionTokensDetails, PromptTokensDetails, Usage
-from router.sse import DONE_FRAME, data_frame, sse_response
+from router.sse import COMMENT_KEEPALIVE, DONE_FRAME, data_frame, sse_response
 from router.textgen import Generation, GenerationRequest, TextDelta, TokenInfo
 from router.translate import SamplingInput, build_sampling, normalize_stop, resolve_max_tokens
 
@@ -122,6 +122,8 @@ async def _stream(pool: ModelPool, handle: ModelHandle, generations: list[Genera
             async for index, delta in _merged(generations):
                 if delta.text or delta.finish_reason or delta.logprobs:
                     yield chunk(index, delta.text, delta.finish_reason, delta.logprobs)
+                else:
+                    yield COMMENT_KEEPALIVE  # a heartbeat: the engine is still prefilling
         except (RouterError, EngineError) as exc:
             yield data_frame(error_body(as_router_error(exc)))
             return

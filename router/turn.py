@@ -1,0 +1,178 @@
+"""One assistant turn, API-neutral: render → generate → parse into reasoning, text and tool calls.
+
+Every chat-style API (OpenAI chat, OpenAI Responses, Anthropic Messages) normalises its
+request into a ``TurnRequest`` and turns ``Turn.events()`` into its own frames, so
+templates, limits, tool choice and parsing behave the same on all of them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from parsers import ContentDelta, ParseEvent, ReasoningDelta, ToolCallArgsDelta, ToolCallEnd, ToolCallStart, make_output_parser
+from router.chat import RenderedPrompt, normalize_messages, render_chat
+from router.errors import InvalidRequestError
+from router.pool import ModelHandle
+from router.textgen import Generation, GenerationRequest, TokenInfo
+from router.translate import SamplingInput, build_sampling, resolve_max_tokens
+
+ToolChoiceMode = Literal["auto", "none", "required", "named"]
+
+
+@dataclass(frozen=True)
+class ToolChoice:
+    mode: ToolChoiceMode = "auto"
+    name: str | None = None  # the function a "named" choice requires
+
+
+@dataclass
+class TurnRequest:
+    """What every chat-style API asks of the engine, in OpenAI chat's vocabulary."""
+
+    messages: list[dict[str, Any]]
+    tools: list[dict[str, Any]] | None = None  # OpenAI function-tool shape
+    tool_choice: ToolChoice = ToolChoice()
+    parallel_tool_calls: bool = True
+    max_tokens: int | None = None
+    max_tokens_param: str = "max_tokens"
+    sampling: SamplingInput = SamplingInput()
+    stop: list[str] = field(default_factory=list)
+    template_kwargs: dict[str, Any] = field(default_factory=dict)
+    messages_param: str = "messages"
+
+
+@dataclass(frozen=True)
+class TurnEnd:
+    """Last event of a turn."""
+
+    finish_reason: str  # "stop" | "length" | "tool_calls"
+    stop_sequence: str | None = None
+
+
+@dataclass(frozen=True)
+class Heartbeat:
+    """Nothing new yet (a long prefill): streams send a keepalive, whole responses ignore it."""
+
+
+@dataclass(frozen=True)
+class LogprobsDelta:
+    """Token log-probabilities that arrived with the text just emitted."""
+
+    tokens: list[TokenInfo]
+
+
+TurnEvent = ParseEvent | LogprobsDelta | Heartbeat | TurnEnd
+
+
+class Turn:
+    """A prepared turn; iterate ``events()`` once, then read the counters."""
+
+    def __init__(self, generation: Generation, prompt: RenderedPrompt, request: TurnRequest) -> None:
+        self.generation = generation
+        self.prompt = prompt
+        self._request = request
+        self._handle = generation.handle
+        self.reasoning_text: list[str] = []
+        self.tool_calls = 0
+
+    @property
+    def prompt_tokens(self) -> int:
+        return self.generation.prompt_tokens
+
+    def reasoning_tokens(self) -> int:
+        """Tokens spent thinking (re-tokenised from the reasoning text: parsers work on text)."""
+        text = "".join(self.reasoning_text)
+        return len(self._handle.tokenizer.encode(text, add_special_tokens=False)) if text else 0
+
+    async def events(self) -> AsyncIterator[TurnEvent]:
+        parser = self._make_parser()
+        limit = None if self._request.parallel_tool_calls else 1
+        muted: set[int] = set()  # calls past the parallel_tool_calls=false limit
+        async for delta in self.generation.stream():
+            if not (delta.text or delta.logprobs or delta.finish_reason):
+                yield Heartbeat()
+                continue
+            for event in parser.feed(delta.text) if parser else [ContentDelta(delta.text)] if delta.text else []:
+                if (out := self._admit(event, limit, muted)) is not None:
+                    yield out
+            if delta.logprobs:
+                yield LogprobsDelta(delta.logprobs)
+        for event in parser.finish() if parser else []:
+            if (out := self._admit(event, limit, muted)) is not None:
+                yield out
+        yield self._end(parser)
+
+    def _admit(self, event: ParseEvent, limit: int | None, muted: set[int]) -> ParseEvent | None:
+        if isinstance(event, ReasoningDelta):
+            self.reasoning_text.append(event.text)
+        if isinstance(event, (ToolCallStart, ToolCallArgsDelta, ToolCallEnd)):
+            if isinstance(event, ToolCallStart) and limit is not None and self.tool_calls >= limit:
+                muted.add(event.index)
+            if event.index in muted:
+                return None
+            if isinstance(event, ToolCallStart):
+                self.tool_calls += 1
+        return event
+
+    def _end(self, parser) -> TurnEnd:
+        reason = self.generation.finish_reason or "stop"
+        if parser is not None and parser.truncated_call:
+            reason = "length"
+        elif self.tool_calls and reason == "stop":
+            reason = "tool_calls"
+        return TurnEnd(reason, self.generation.stop_sequence)
+
+    def _make_parser(self):
+        handle, request = self._handle, self._request
+        tool_parser = handle.tool_parser if request.tool_choice.mode != "none" else None
+        if tool_parser is None and handle.reasoning_parser is None:
+            return None
+        return make_output_parser(
+            tool_parser=tool_parser,
+            reasoning_parser=handle.reasoning_parser,
+            tools=request.tools,
+            thinking_forced_open=handle.prompt_opens_thinking(self.prompt.text),
+        )
+
+
+async def prepare_turn(handle: ModelHandle, request: TurnRequest) -> Turn:
+    """Validate, render and tokenise; raise the API's 400s before any streaming starts."""
+    messages = normalize_messages(request.messages)
+    tools = _validated_tools(request)
+    messages = _with_tool_choice_instruction(messages, request.tool_choice)
+    template_kwargs = {**handle.config.chat_template_kwargs, **request.template_kwargs}
+    prompt = await render_chat(handle, messages, tools=tools, template_kwargs=template_kwargs)
+    max_tokens = resolve_max_tokens(handle, request.max_tokens, len(prompt.tokens), param=request.max_tokens_param, context_param=request.messages_param)
+    sampling = build_sampling(handle, request.sampling)
+    generation = Generation(handle, GenerationRequest(prompt.tokens, max_tokens, sampling, request.stop))
+    return Turn(generation, prompt, request)
+
+
+def _validated_tools(request: TurnRequest) -> list[dict[str, Any]] | None:
+    names = []
+    for i, tool in enumerate(request.tools or []):
+        function = tool.get("function") if isinstance(tool, dict) else None
+        if not isinstance(function, dict) or not isinstance(function.get("name"), str) or not function["name"]:
+            raise InvalidRequestError(f"tools[{i}].function.name is required.", param=f"tools[{i}].function.name")
+        names.append(function["name"])
+    choice = request.tool_choice
+    if choice.mode in ("required", "named") and not names:
+        raise InvalidRequestError(f"tool_choice {choice.mode!r} needs at least one tool.", param="tool_choice")
+    if choice.mode == "named" and choice.name not in names:
+        raise InvalidRequestError(f"tool_choice names {choice.name!r}, which is not among the tools.", param="tool_choice")
+    return request.tools or None
+
+
+def _with_tool_choice_instruction(messages: list[dict[str, Any]], choice: ToolChoice) -> list[dict[str, Any]]:
+    """Prompting stands in for constrained decoding: tell the model which call is required."""
+    if choice.mode == "required":
+        note = "You must call at least one of the provided tools in your reply."
+    elif choice.mode == "named":
+        note = f"You must call the tool `{choice.name}` in your reply."
+    else:
+        return messages
+    if messages and messages[0]["role"] == "system":
+        return [{**messages[0], "content": f"{messages[0]['content']}\n\n{note}"}, *messages[1:]]
+    return [{"role": "system", "content": note}, *messages]
