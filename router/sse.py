@@ -7,8 +7,14 @@ from collections.abc import AsyncIterator
 import msgspec
 from litestar.response import Stream
 
-# Never compress or buffer SSE: agents read frames as they are flushed.
-SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no", "Connection": "keep-alive"}
+# Never compress or buffer SSE: agents read frames as they are flushed. The content type is a
+# header, not Stream's media_type: Litestar lets the route's default (JSON) override that one.
+SSE_HEADERS = {
+    "Content-Type": "text/event-stream; charset=utf-8",
+    "Cache-Control": "no-cache",
+    "X-Accel-Buffering": "no",
+    "Connection": "keep-alive",
+}
 
 _encode = msgspec.json.Encoder().encode
 
