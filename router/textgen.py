@@ -53,6 +53,7 @@ class GenerationRequest:
     max_tokens: int
     sampling: SamplingParams
     stop: list[str] = field(default_factory=list)
+    stop_token_ids: list[int] = field(default_factory=list)
 
 
 class Generation:
@@ -81,7 +82,7 @@ class Generation:
             self.request.prompt_tokens,
             self.request.max_tokens,
             self.request.sampling,
-            sorted(tokenizer.eos_token_ids),
+            sorted(set(tokenizer.eos_token_ids) | set(self.request.stop_token_ids)),
         )
         async with contextlib.aclosing(self.handle.worker.generate(add, heartbeat_s=HEARTBEAT_S)) as batches:
             async for batch in batches:

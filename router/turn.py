@@ -39,6 +39,7 @@ class TurnRequest:
     max_tokens_param: str = "max_tokens"
     sampling: SamplingInput = SamplingInput()
     stop: list[str] = field(default_factory=list)
+    stop_token_ids: list[int] = field(default_factory=list)
     template_kwargs: dict[str, Any] = field(default_factory=dict)
     messages_param: str = "messages"
 
@@ -146,7 +147,7 @@ async def prepare_turn(handle: ModelHandle, request: TurnRequest) -> Turn:
     prompt = await render_chat(handle, messages, tools=tools, template_kwargs=template_kwargs)
     max_tokens = resolve_max_tokens(handle, request.max_tokens, len(prompt.tokens), param=request.max_tokens_param, context_param=request.messages_param)
     sampling = build_sampling(handle, request.sampling)
-    generation = Generation(handle, GenerationRequest(prompt.tokens, max_tokens, sampling, request.stop))
+    generation = Generation(handle, GenerationRequest(prompt.tokens, max_tokens, sampling, request.stop, request.stop_token_ids))
     return Turn(generation, prompt, request)
 
 

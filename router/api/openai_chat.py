@@ -81,6 +81,7 @@ def to_turn_request(body: ChatCompletionBody) -> TurnRequest:
             top_logprobs=(body.top_logprobs or 0) if body.logprobs else None,
         ),
         stop=normalize_stop(body.stop),
+        stop_token_ids=list(body.stop_token_ids or []),
         template_kwargs=kwargs,
     )
 

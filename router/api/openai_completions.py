@@ -95,7 +95,7 @@ def _generation(handle: ModelHandle, body: CompletionBody, tokens: list[int]) ->
             top_logprobs=body.logprobs,
         ),
     )
-    return Generation(handle, GenerationRequest(tokens, max_tokens, sampling, normalize_stop(body.stop)))
+    return Generation(handle, GenerationRequest(tokens, max_tokens, sampling, normalize_stop(body.stop), list(body.stop_token_ids or [])))
 
 
 async def _collect(generation: Generation) -> tuple[str, list[TokenInfo]]:

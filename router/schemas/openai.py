@@ -35,6 +35,7 @@ class SamplingFields(msgspec.Struct):
     seed: int | None = None
     logit_bias: dict[str, float] | None = None
     stop: str | list[str] | None = None
+    stop_token_ids: list[int] | None = None  # vLLM's extension: token ids that also end the output
     n: int | None = None
 
 

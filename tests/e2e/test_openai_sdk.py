@@ -119,3 +119,17 @@ def test_max_tokens_is_clamped_to_the_context(client):
     reply = client.completions.create(model="llama", prompt="hi", max_tokens=100_000, logit_bias=EOS_BLOCK)
     assert reply.choices[0].finish_reason == "length"
     assert reply.usage.prompt_tokens + reply.usage.completion_tokens == 512
+
+
+def test_stop_token_ids(client, tiny_models):
+    from mlx_lm.utils import load_tokenizer
+
+    probe = client.completions.create(model="llama", prompt="the cache", max_tokens=4, logit_bias=EOS_BLOCK, logprobs=0)
+    first = probe.choices[0].logprobs.tokens[0]
+    ids = load_tokenizer(tiny_models.path("llama")).encode(first, add_special_tokens=False)
+    if len(ids) != 1:
+        pytest.skip(f"the first token's text {first!r} does not re-encode to one token")
+    cut = client.completions.create(model="llama", prompt="the cache", max_tokens=4, logit_bias=EOS_BLOCK,
+                                    extra_body={"stop_token_ids": ids})
+    assert cut.choices[0].finish_reason == "stop" and cut.choices[0].text == ""
+    assert cut.usage.completion_tokens == 0
