@@ -45,6 +45,7 @@ class ModelHandle:
     tokenizer: Any = None  # mlx_lm TokenizerWrapper, loaded with the worker
     max_context: int = 0
     inflight: int = 0
+    heartbeat_s: float = 5.0  # [server] keepalive_s
     load_error: str | None = None
     # Output parsers chosen for this model (router.parsing fills these in at load time).
     tool_parser: str | None = None
@@ -78,7 +79,10 @@ class ModelPool:
         self.config = config
         self._runtime_dir = runtime_dir
         now = int(time.time())
-        self.handles = {model_id: ModelHandle(model_id, model_config, now) for model_id, model_config in config.models.items()}
+        self.handles = {
+            model_id: ModelHandle(model_id, model_config, now, heartbeat_s=config.server.keepalive_s)
+            for model_id, model_config in config.models.items()
+        }
 
     # ------------------------------------------------------------------ lifecycle
 

@@ -17,10 +17,6 @@ from engines.protocol import AddRequest, FinishReason, SamplingParams, TokenLogp
 from router.pool import ModelHandle
 from router.stops import StopStringMatcher
 
-# How long a request may see no engine output before the APIs send a keepalive: agents give up
-# on silent connections (Codex's stream idle timeout, proxies) during long prefills.
-HEARTBEAT_S = 5.0
-
 _FINISH_TEXT = {FinishReason.STOP: "stop", FinishReason.LENGTH: "length", FinishReason.ABORT: "abort"}
 
 
@@ -72,7 +68,9 @@ class Generation:
     async def stream(self) -> AsyncIterator[TextDelta]:
         """Yield text as it is decoded; the last delta carries ``finish_reason``.
 
-        A delta with no text, no logprobs and no finish reason is a heartbeat (see HEARTBEAT_S).
+        A delta with no text, no logprobs and no finish reason is a heartbeat: the engine has been
+        silent for ``handle.heartbeat_s`` (a long prefill), and agents give up on silent
+        connections (Codex's stream idle timeout, proxies).
         """
         tokenizer = self.handle.tokenizer
         detokenizer = tokenizer.detokenizer
@@ -84,7 +82,7 @@ class Generation:
             self.request.sampling,
             sorted(set(tokenizer.eos_token_ids) | set(self.request.stop_token_ids)),
         )
-        async with contextlib.aclosing(self.handle.worker.generate(add, heartbeat_s=HEARTBEAT_S)) as batches:
+        async with contextlib.aclosing(self.handle.worker.generate(add, heartbeat_s=self.handle.heartbeat_s)) as batches:
             async for batch in batches:
                 if not batch:
                     yield TextDelta("")
@@ -107,8 +105,10 @@ class Generation:
                         yield TextDelta(text, logprobs, "stop")
                         return
                     if delta.finish_reason is not None:
-                        self.finish_reason = _FINISH_TEXT[delta.finish_reason]
-                        yield TextDelta(text + stops.flush(), logprobs, self.finish_reason)
+                        rest, matched = stops.flush()
+                        self.finish_reason = "stop" if matched else _FINISH_TEXT[delta.finish_reason]
+                        self.stop_sequence = stops.matched
+                        yield TextDelta(text + rest, logprobs, self.finish_reason)
                         return
                     if text or logprobs:
                         yield TextDelta(text, logprobs)

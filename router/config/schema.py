@@ -86,6 +86,8 @@ class ServerConfig(_Frozen):
     """Request body cap in MiB; larger bodies get 413."""
     runtime_dir: str = ""
     """Sockets and worker state; "" = $XDG_RUNTIME_DIR/rapid-mlx, else <tempdir>/rapid-mlx-<uid>."""
+    keepalive_s: Annotated[float, Field(gt=0)] = 5.0
+    """Streams with no new output this long get a keepalive (SSE comment or Anthropic ping)."""
 
 
 class SamplingDefaults(_Frozen):

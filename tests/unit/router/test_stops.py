@@ -16,7 +16,8 @@ def run(chunks: list[str], stops: list[str]) -> tuple[str, bool]:
         out.append(text)
         if matched:
             return "".join(out), True
-    return "".join(out) + matcher.flush(), False
+    rest, matched = matcher.flush()
+    return "".join(out) + rest, matched
 
 
 def reference(text: str, stops: list[str]) -> tuple[str, bool]:
@@ -41,6 +42,19 @@ def test_partial_stop_is_held_back_until_it_cannot_match():
     assert matcher.feed("xtra") == ("</extra", False)
     assert matcher.feed(" done </en") == (" done ", False)
     assert matcher.feed("d> tail") == ("", True)
+    assert matcher.matched == "</end>"
+
+
+def test_an_earlier_longer_stop_wins_over_a_later_shorter_one():
+    matcher = StopStringMatcher(["c", "<c<"])
+    assert matcher.feed("<<c") == ("<", False)  # "<c" may still become "<c<", which starts earlier
+    assert matcher.feed("<") == ("", True) and matcher.matched == "<c<"
+
+
+def test_flush_applies_a_held_back_match():
+    matcher = StopStringMatcher(["c", "<c<"])
+    assert matcher.feed("a<c") == ("a", False)
+    assert matcher.flush() == ("<", True) and matcher.matched == "c"
 
 
 def test_no_stops_passes_text_through():

@@ -1,0 +1,33 @@
+"""Gemma 4 and FunctionGemma ``call:NAME{...}`` cases."""
+
+from parser_case_common import call, case
+
+Q = '<|"|>'
+
+CASES = [
+    case("gemma4/single", f"<|tool_call>call:get_weather{{city:{Q}Paris{Q},days:3}}<tool_call|>", parser="gemma4",
+         calls=[call("get_weather", {"city": "Paris", "days": 3})]),
+    case("gemma4/back-to-back", f"<|tool_call>call:get_weather{{city:{Q}A{Q}}}<tool_call|><|tool_call>call:get_time{{}}"
+         "<tool_call|>", parser="gemma4", calls=[call("get_weather", {"city": "A"}), call("get_time")]),
+    case("gemma4/nested", f"<|tool_call>call:search{{query:{Q}a, b}}{Q},ratio:108.25,exact:true,"
+         f"filters:{{{Q}3{Q}:{Q}x{Q},deep:{{n:[1,2,{Q}s{Q}]}}}},tags:[{Q}t1{Q},{Q}t2{Q}]}}<tool_call|>", parser="gemma4",
+         calls=[call("search", {"query": "a, b}", "ratio": 108.25, "exact": True,
+                                "filters": {"3": "x", "deep": {"n": [1, 2, "s"]}}, "tags": ["t1", "t2"]})]),
+    case("gemma4/dashed-name", f"<|tool_call>call:my-tool.v2{{x:{Q}1{Q}}}<tool_call|>", parser="gemma4",
+         calls=[call("my-tool.v2", {"x": "1"}, offered=False)]),
+    case("gemma4/end-marker-in-string", f"<|tool_call>call:write_file{{path:{Q}a{Q},content:{Q}x<tool_call|>y{Q}}}"
+         "<tool_call|>", parser="gemma4", calls=[call("write_file", {"path": "a", "content": "x<tool_call|>y"})]),
+    case("gemma4/with-thought", f"<|channel>thought\nplan<channel|>Sure.<|tool_call>call:get_time{{}}<tool_call|><turn|>",
+         parser="gemma4", reasoning_parser="gemma4", reasoning="plan", content="Sure.", calls=[call("get_time")]),
+    case("gemma4/truncated", f"<|tool_call>call:get_weather{{city:{Q}Par", parser="gemma4", truncated=True,
+         content=f"<|tool_call>call:get_weather{{city:{Q}Par"),
+    case("gemma4/missing-end-marker", f"<|tool_call>call:get_time{{}}", parser="gemma4", truncated=True,
+         content="<|tool_call>call:get_time{}"),
+    case("functiongemma/single", "<start_function_call>call:get_weather{city:<escape>Paris<escape>,days:"
+         "<escape>2<escape>}<end_function_call>", parser="functiongemma",
+         calls=[call("get_weather", {"city": "Paris", "days": 2})]),
+    case("functiongemma/untyped-bare", "<start_function_call>call:get_weather{city:<escape>Oslo<escape>,extra:7}"
+         "<end_function_call>", parser="functiongemma", calls=[call("get_weather", {"city": "Oslo", "extra": 7})]),
+    case("functiongemma/malformed", "<start_function_call>call:get_weather{city:<escape>Oslo}<end_function_call>",
+         parser="functiongemma", content="<start_function_call>call:get_weather{city:<escape>Oslo}<end_function_call>"),
+]

@@ -1,0 +1,51 @@
+"""MiniMax-M2 / MiniMax-M1 / Step-3 cases."""
+
+from parser_case_common import call, case
+
+STEP_B, STEP_E = "<｜tool_calls_begin｜>", "<｜tool_calls_end｜>"
+
+
+def m2(*invokes):
+    return "<minimax:tool_call>\n" + "".join(
+        f'<invoke name="{n}">\n' + "".join(f'<parameter name="{k}">{v}</parameter>\n' for k, v in ps) + "</invoke>\n"
+        for n, ps in invokes) + "</minimax:tool_call>"
+
+
+def step3(name, **params):
+    return ("<｜tool_call_begin｜>function<｜tool_sep｜>" + f'<steptml:invoke name="{name}">'
+            + "".join(f'<steptml:parameter name="{k}">{v}</steptml:parameter>' for k, v in params.items())
+            + "</steptml:invoke><｜tool_call_end｜>")
+
+
+CASES = [
+    case("minimax_m2/single-after-think", "Need weather.\n</think>\n\n" + m2(("get_weather", [("city", "Paris")])) + "[e~[",
+         parser="minimax_m2", reasoning_parser="minimax_m2", reasoning="Need weather.",
+         calls=[call("get_weather", {"city": "Paris"})]),
+    case("minimax_m2/typed-nullable", m2(("search", [("query", " keep  spaces "), ("limit", "null"), ("ratio", "1.5"),
+                                                     ("tags", '["a", "b"]'), ("exact", "True")])), parser="minimax_m2",
+         calls=[call("search", {"query": " keep  spaces ", "limit": None, "ratio": 1.5, "tags": ["a", "b"], "exact": True})]),
+    case("minimax_m2/parallel-invokes", m2(("get_weather", [("city", "A")]), ("get_time", [])), parser="minimax_m2",
+         calls=[call("get_weather", {"city": "A"}), call("get_time")]),
+    case("minimax_m2/multiline-value", m2(("write_file", [("path", "a.py"), ("content", "\nx = 1\n\ny = 2\n")])),
+         parser="minimax_m2", calls=[call("write_file", {"path": "a.py", "content": "\nx = 1\n\ny = 2\n"})]),
+    case("minimax_m2/append-think", "Plan it.</think>\nHello!", parser="minimax_m2",
+         reasoning_parser="minimax_m2_append_think", content="<think>Plan it.</think>\nHello!"),
+    case("minimax_m2/truncated", '<minimax:tool_call>\n<invoke name="get_weather">\n<parameter name="city">Par',
+         parser="minimax_m2", truncated=True,
+         content='<minimax:tool_call>\n<invoke name="get_weather">\n<parameter name="city">Par'),
+    case("minimax_m2/unknown-tool", m2(("nuke", [("target", "all")])), parser="minimax_m2",
+         calls=[call("nuke", {"target": "all"}, offered=False)]),
+    case("minimax_m1/json-lines", '<tool_calls>\n{"name": "get_weather", "arguments": {"city": "A"}}\n'
+         '{"name": "get_time", "arguments": {}}\n</tool_calls>', parser="minimax",
+         calls=[call("get_weather", {"city": "A"}), call("get_time")]),
+    case("minimax_m1/call-in-think-ignored",
+         '<think>maybe <tool_calls>\n{"name": "get_time", "arguments": {}}\n</tool_calls></think>No call needed.',
+         parser="minimax", reasoning_parser="qwen3",
+         reasoning='maybe <tool_calls>\n{"name": "get_time", "arguments": {}}\n</tool_calls>', content="No call needed."),
+    case("step3/single", "Sure." + STEP_B + step3("get_weather", city="Paris", days="3") + STEP_E, parser="step3",
+         content="Sure.", calls=[call("get_weather", {"city": "Paris", "days": 3})]),
+    case("step3/parallel-whitespace", STEP_B + step3("write_file", path="a", content="  x\n  y  ") + step3("get_time")
+         + STEP_E, parser="step3", calls=[call("write_file", {"path": "a", "content": "  x\n  y  "}), call("get_time")]),
+    case("step3/reasoning", "Let me see.</think>" + STEP_B + step3("get_time") + STEP_E, parser="step3",
+         reasoning_parser="step3", reasoning="Let me see.", calls=[call("get_time")]),
+]
