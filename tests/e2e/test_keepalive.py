@@ -1,0 +1,46 @@
+"""Long prefills keep bytes flowing: Anthropic pings, SSE comments for the OpenAI dialects."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+
+LONG_PROMPT = "tokens of a long agent system prompt " * 300
+
+
+@pytest.fixture(scope="module")
+def server(servers, tiny_models):
+    # Small prefill chunks make the prefill take many engine steps; a tiny keepalive interval
+    # makes the gap between the request and its first token span several keepalives.
+    return servers.start(
+        {"slow": {"path": str(tiny_models.path("qwen3")), "prefill_step": 16}},
+        server={"keepalive_s": 0.02},
+    )
+
+
+def raw_lines(server, path: str, body: dict) -> list[str]:
+    with httpx.Client(base_url=server.base_url, timeout=120) as http:
+        with http.stream("POST", path, json=body) as response:
+            assert response.status_code == 200
+            return list(response.iter_lines())
+
+
+def test_anthropic_stream_pings_before_the_first_block(server):
+    lines = raw_lines(server, "/v1/messages", {"model": "slow", "max_tokens": 2, "stream": True,
+                                              "messages": [{"role": "user", "content": LONG_PROMPT}]})
+    events = [line.removeprefix("event: ") for line in lines if line.startswith("event: ")]
+    assert events[0] == "message_start"
+    first_block = events.index("content_block_start") if "content_block_start" in events else events.index("message_delta")
+    assert "ping" in events[1:first_block]
+
+
+@pytest.mark.parametrize(
+    ("path", "body"),
+    [
+        ("/v1/chat/completions", {"model": "slow", "max_tokens": 2, "stream": True, "messages": [{"role": "user", "content": LONG_PROMPT}]}),
+        ("/v1/responses", {"model": "slow", "max_output_tokens": 2, "stream": True, "input": LONG_PROMPT}),
+    ],
+)
+def test_openai_streams_send_comment_keepalives(server, path, body):
+    lines = raw_lines(server, path, body)
+    assert ": keepalive" in lines
