@@ -150,7 +150,4 @@ class WorkerSpec(msgspec.Struct, frozen=True, kw_only=True):
     max_concurrency: int
     prefill_step: int
     max_context: int
-    kv_bits: int = 0
-    kv_group_size: int = 64
-    kv_quantize_after: int = 0
     log_level: str = "info"

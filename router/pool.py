@@ -26,6 +26,7 @@ from engines.protocol import WorkerSpec
 from router.config import ModelConfig, RouterConfig
 from router.errors import ModelNotFoundError, ModelUnavailableError, OverloadedError
 from router.model_files import ModelFilesError, read_max_context, resolve_model_path
+from router.parsing import ParserChoice, ParserConfigError, choose_parsers, prompt_opens_thinking
 
 logger = logging.getLogger(__name__)
 
@@ -47,10 +48,7 @@ class ModelHandle:
     inflight: int = 0
     heartbeat_s: float = 5.0  # [server] keepalive_s
     load_error: str | None = None
-    # Output parsers chosen for this model (router.parsing fills these in at load time).
-    tool_parser: str | None = None
-    reasoning_parser: str | None = None
-    parser_reasons: dict[str, str] = field(default_factory=dict)
+    parsers: ParserChoice | None = None  # chosen when the tokenizer loads
     _load_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     _token_text: dict[int, str] = field(default_factory=dict)
 
@@ -60,9 +58,17 @@ class ModelHandle:
             return "failed"
         return self.worker.state.value if self.worker else WorkerState.STOPPED.value
 
+    @property
+    def tool_parser(self) -> str | None:
+        return self.parsers.tool_parser if self.parsers else None
+
+    @property
+    def reasoning_parser(self) -> str | None:
+        return self.parsers.reasoning_parser if self.parsers else None
+
     def prompt_opens_thinking(self, prompt_text: str) -> bool:
         """Whether the rendered prompt already opened a think block (the output starts inside it)."""
-        return False
+        return prompt_opens_thinking(prompt_text, self.reasoning_parser)
 
     def token_text(self, token_id: int) -> str:
         """Decoded text of one token (cached: logprobs ask for it on every step)."""
@@ -174,9 +180,10 @@ class ModelPool:
         try:
             path = await anyio.to_thread.run_sync(lambda: resolve_model_path(handle.config.path, offline=offline))
             handle.tokenizer = await anyio.to_thread.run_sync(lambda: _load_tokenizer(path))
-        except ModelFilesError as exc:
+            handle.parsers = _parsers_for(handle, path)
+        except (ModelFilesError, ParserConfigError) as exc:
             handle.load_error = str(exc)
-            raise
+            raise ModelFilesError(str(exc)) from None
         handle.max_context = read_max_context(path, handle.config.max_context)
         spec = WorkerSpec(
             model_id=handle.model_id,
@@ -185,9 +192,6 @@ class ModelPool:
             max_concurrency=handle.config.max_concurrency,
             prefill_step=handle.config.prefill_step,
             max_context=handle.max_context,
-            kv_bits=handle.config.kv_cache.bits,
-            kv_group_size=handle.config.kv_cache.group_size,
-            kv_quantize_after=handle.config.kv_cache.quantize_after,
             log_level=self.config.server.log_level,
         )
         handle.worker = WorkerHandle(spec)
@@ -204,6 +208,21 @@ def _load_tokenizer(path: Path):
         return load_tokenizer(path, eos_token_ids=eos_ids)
     except (OSError, ValueError) as exc:
         raise ModelFilesError(f"cannot load the tokenizer from {path}: {exc}") from None
+
+
+def _parsers_for(handle: ModelHandle, path: Path) -> ParserChoice:
+    tokenizer = handle.tokenizer
+    choice = choose_parsers(
+        path,
+        tool_parser=handle.config.tool_parser,
+        reasoning_parser=handle.config.reasoning_parser,
+        chat_template=tokenizer.chat_template if isinstance(tokenizer.chat_template, str) else None,
+        special_tokens=[str(t) for t in tokenizer.added_tokens_decoder.values()],
+        model_name=handle.config.path,
+    )
+    logger.info("model %s: tool parser %s (%s); reasoning parser %s (%s)", handle.model_id,
+                choice.tool_parser, choice.tool_reason, choice.reasoning_parser, choice.reasoning_reason)
+    return choice
 
 
 def _is_glob(alias: str) -> bool:

@@ -1,0 +1,91 @@
+"""Which output parsers a model uses, and why: config pins, then the checkpoint's own files.
+
+Runs in the router when a model's tokenizer loads; the result sits on the ModelHandle and
+is shown by ``rapid-mlx models``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from parsers import explain_detection, reasoning_parser_name, tool_parser_name
+from parsers.registry import load_reasoning_parser
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ParserChoice:
+    tool_parser: str | None
+    tool_reason: str
+    reasoning_parser: str | None
+    reasoning_reason: str
+
+
+class ParserConfigError(ValueError):
+    """A pinned parser name is not one we know."""
+
+
+def _pin(value: str, canonical) -> str | None:
+    """'auto' → None (detect); 'none' → '' (disabled); a name → its canonical spelling."""
+    if value == "auto":
+        return None
+    if value == "none":
+        return ""
+    try:
+        return canonical(value)
+    except (KeyError, ValueError) as exc:
+        raise ParserConfigError(str(exc)) from None
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError):
+        return {}
+
+
+def choose_parsers(model_dir: Path, *, tool_parser: str, reasoning_parser: str, chat_template: str | None = None,
+                   special_tokens: list[str] | None = None, model_name: str | None = None) -> ParserChoice:
+    """Pinned names win; 'none' disables; 'auto' detects from the checkpoint (DESIGN.md order).
+
+    Raises:
+        ParserConfigError: a pinned name is unknown.
+    """
+    pinned_tool = _pin(tool_parser, tool_parser_name)
+    pinned_reasoning = _pin(reasoning_parser, reasoning_parser_name)
+    tokenizer_config = _read_json(model_dir / "tokenizer_config.json")
+    if chat_template is None:
+        chat_template = tokenizer_config.get("chat_template") if isinstance(tokenizer_config.get("chat_template"), str) else None
+        template_file = model_dir / "chat_template.jinja"
+        if chat_template is None and template_file.is_file():
+            chat_template = template_file.read_text()
+    detected = explain_detection(
+        chat_template=chat_template,
+        model_type=_read_json(model_dir / "config.json").get("model_type"),
+        model_name=model_name,
+        special_tokens=special_tokens,
+        tokenizer_config=tokenizer_config,
+        pinned_tool=pinned_tool or None,
+        pinned_reasoning=pinned_reasoning or None,
+    )
+    tool = (None, "disabled in config (tool_parser = \"none\")") if pinned_tool == "" else (detected["tool_parser"], detected["tool_reason"])
+    reasoning = (None, "disabled in config (reasoning_parser = \"none\")") if pinned_reasoning == "" else (
+        detected["reasoning_parser"], detected["reasoning_reason"])
+    return ParserChoice(tool[0], tool[1], reasoning[0], reasoning[1])
+
+
+def prompt_opens_thinking(prompt_text: str, reasoning_parser: str | None) -> bool:
+    """Whether the rendered prompt ends inside an open think block of this family's tags."""
+    if reasoning_parser is None:
+        return False
+    parser = load_reasoning_parser(reasoning_parser)
+    opens = getattr(parser, "open_tags", ())
+    closes = getattr(parser, "close_tags", ())
+    last_open = max((prompt_text.rfind(tag) for tag in opens), default=-1)
+    last_close = max((prompt_text.rfind(tag) for tag in closes), default=-1)
+    return last_open > last_close
