@@ -44,6 +44,8 @@ def _normalize_message(index: int, message: Any) -> dict[str, Any]:
     out = {k: v for k, v in message.items() if v is not None}
     out["role"] = {"developer": "system", "function": "tool"}.get(role, role)
     out["content"] = _flatten_content(message.get("content"), f"{param}.content")
+    if role == "assistant" and "reasoning_content" not in out and isinstance(message.get("reasoning"), str):
+        out["reasoning_content"] = message["reasoning"]  # vLLM's name for the same field
     if role == "assistant" and message.get("tool_calls"):
         out["tool_calls"] = [_normalize_tool_call(call, f"{param}.tool_calls[{j}]") for j, call in enumerate(message["tool_calls"])]
     return out

@@ -82,6 +82,7 @@ def _validate(path: Path) -> int:
 
 
 def _models(config_path: Path | None) -> int:
+    """Print each model with the output parsers it gets and why."""
     try:
         config = _load(config_path)
     except ConfigError as exc:
@@ -89,9 +90,27 @@ def _models(config_path: Path | None) -> int:
         return 1
     for model_id, model in config.models.items():
         aliases = ", ".join(model.aliases) or "-"
-        print(f"{model_id}\tpath={model.path}\taliases={aliases}\tpreload={str(model.preload).lower()}"
-              f"\ttool_parser={model.tool_parser}\treasoning_parser={model.reasoning_parser}")
+        print(f"{model_id}\n  path: {model.path}\n  aliases: {aliases}\n  preload: {str(model.preload).lower()}")
+        tool, reasoning = _parser_lines(model, offline=config.server.offline)
+        print(f"  tool parser: {tool}\n  reasoning parser: {reasoning}")
     return 0
+
+
+def _parser_lines(model, *, offline: bool) -> tuple[str, str]:
+    """What the server will choose for this model and why, from its files (no weights loaded)."""
+    from router.model_files import ModelFilesError, resolve_model_path
+    from router.parsing import ParserConfigError, choose_parsers
+
+    try:
+        # Never downloads here: a repo id not yet in the local cache is reported as such.
+        path = resolve_model_path(model.path, offline=True)
+        choice = choose_parsers(path, tool_parser=model.tool_parser, reasoning_parser=model.reasoning_parser, model_name=model.path)
+    except ModelFilesError as exc:
+        pending = f"{model.tool_parser} (decided at load: {exc})"
+        return pending, f"{model.reasoning_parser} (decided at load)"
+    except ParserConfigError as exc:
+        return f"invalid: {exc}", f"{model.reasoning_parser}"
+    return f"{choice.tool_parser or 'none'} ({choice.tool_reason})", f"{choice.reasoning_parser or 'none'} ({choice.reasoning_reason})"
 
 
 def demo_model_path() -> Path:

@@ -50,11 +50,12 @@ class ChatCompletionsController(Controller):
             raise InvalidRequestError("Only n=1 is supported.", param="n")
         handle = await open_model(pool, body.model)
         turn = await prepare_turn(handle, to_turn_request(body))
+        alias = pool.config.server.reasoning_alias
         if body.stream:
             include_usage = bool(body.stream_options and body.stream_options.include_usage)
-            return sse_response(_stream_chunks(pool, turn, body.model, include_usage))
+            return sse_response(_stream_chunks(pool, turn, body.model, include_usage, alias))
         with pool.admitted(handle):
-            message = MessageBuilder()
+            message = MessageBuilder(reasoning_alias=alias)
             async for event in turn.events():
                 message.apply(event)
         logprobs = _choice_logprobs(message.logprobs) if body.logprobs else None
@@ -103,7 +104,8 @@ def _tool_choice(choice: str | dict[str, Any] | None) -> ToolChoice:
 class MessageBuilder:
     """Collects a whole turn into one assistant message (the non-stream response)."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, reasoning_alias: bool = False) -> None:
+        self._reasoning_alias = reasoning_alias
         self.content: list[str] = []
         self.reasoning: list[str] = []
         self.calls: dict[int, ToolCall] = {}
@@ -133,6 +135,8 @@ class MessageBuilder:
             message.tool_calls = calls
         if self.reasoning:
             message.reasoning_content = "".join(self.reasoning)
+            if self._reasoning_alias:
+                message.reasoning = message.reasoning_content
         return message
 
 
@@ -141,12 +145,12 @@ def _warn_if_not_offered(event: ToolCallEnd, name: str) -> None:
         logger.warning("model called %r, which the request did not offer", name)
 
 
-def _chunk_delta(event) -> ChunkDelta | None:
+def _chunk_delta(event, reasoning_alias: bool) -> ChunkDelta | None:
     """One turn event as a chat delta (§1.3): id, type and name only on a call's first delta."""
     if isinstance(event, ContentDelta) and event.text:
         return ChunkDelta(content=event.text)
     if isinstance(event, ReasoningDelta) and event.text:
-        return ChunkDelta(reasoning_content=event.text)
+        return ChunkDelta(reasoning_content=event.text, reasoning=event.text if reasoning_alias else UNSET)
     if isinstance(event, ToolCallStart):
         call = ToolCall(index=event.index, id=event.id, type="function", function=ToolCallFunction(arguments="", name=event.name))
         return ChunkDelta(tool_calls=[call])
@@ -157,7 +161,7 @@ def _chunk_delta(event) -> ChunkDelta | None:
     return None
 
 
-async def _stream_chunks(pool: ModelPool, turn: Turn, model: str, include_usage: bool) -> AsyncIterator[bytes]:
+async def _stream_chunks(pool: ModelPool, turn: Turn, model: str, include_usage: bool, reasoning_alias: bool) -> AsyncIterator[bytes]:
     """The §1.3 sequence: role chunk, deltas, finish chunk, optional usage chunk, [DONE]."""
     chunk_id, created = new_id("chatcmpl-"), now()
     usage_field = None if include_usage else UNSET
@@ -176,7 +180,7 @@ async def _stream_chunks(pool: ModelPool, turn: Turn, model: str, include_usage:
                     yield chunk(ChunkDelta(), logprobs=event.tokens)
                 elif isinstance(event, TurnEnd):
                     yield chunk(ChunkDelta(), event.finish_reason)
-                elif (delta := _chunk_delta(event)) is not None:
+                elif (delta := _chunk_delta(event, reasoning_alias)) is not None:
                     yield chunk(delta)
         except (RouterError, EngineError) as exc:
             # Mid-stream failure: one terminal error frame in OpenAI's dialect, then close.

@@ -88,6 +88,8 @@ class ServerConfig(_Frozen):
     """Sockets and worker state; "" = $XDG_RUNTIME_DIR/rapid-mlx, else <tempdir>/rapid-mlx-<uid>."""
     keepalive_s: Annotated[float, Field(gt=0)] = 5.0
     """Streams with no new output this long get a keepalive (SSE comment or Anthropic ping)."""
+    reasoning_alias: bool = False
+    """Chat completions also carry thinking as `reasoning` (vLLM's name) beside `reasoning_content`."""
 
 
 class SamplingDefaults(_Frozen):

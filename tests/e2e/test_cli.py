@@ -35,4 +35,17 @@ def test_serve_refuses_an_invalid_file(tmp_path):
 def test_models_lists_the_config():
     result = run_cli("models", "--config", "rapidmlx.toml.example")
     assert result.returncode == 0
-    assert result.stdout.startswith("coder\t") and "aliases=claude-*, gpt-*" in result.stdout
+    assert result.stdout.startswith("coder\n") and "aliases: claude-*, gpt-*" in result.stdout
+    assert "tool parser: auto (decided at load" in result.stdout  # the example's repo is not in any cache here
+
+
+def test_models_shows_detected_parsers_and_why(tmp_path, tiny_models):
+    config = tmp_path / "c.toml"
+    config.write_text(f'[models.a]\npath = "{tiny_models.path("qwen3")}"\n'
+                      f'[models.b]\npath = "{tiny_models.path("qwen3")}"\ntool_parser = "qwen3_coder"\nreasoning_parser = "none"\n')
+    out = run_cli("models", "--config", str(config)).stdout
+    a, b = out.split("\nb\n")
+    assert "tool parser: hermes (chat template contains '<tool_call>'" in a
+    assert "reasoning parser: qwen3 (" in a
+    assert "tool parser: qwen3_coder (pinned in config)" in b
+    assert 'reasoning parser: none (disabled in config (reasoning_parser = "none"))' in b

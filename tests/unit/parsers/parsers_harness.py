@@ -93,7 +93,7 @@ def random_chunks(text: str, rng: random.Random) -> list[str]:
     """Split text at random points (some chunks empty, some long)."""
     cuts = sorted(rng.sample(range(len(text) + 1), k=min(len(text) + 1, rng.randint(0, 12))))
     pieces, last = [], 0
-    for cut in cuts + [len(text)]:
+    for cut in [*cuts, len(text)]:
         pieces.append(text[last:cut])
         last = cut
     return pieces

@@ -250,7 +250,7 @@ def test_detection_order():
 def test_pins_accept_aliases_and_reject_unknown():
     found = explain_detection(pinned_tool="qwen25", pinned_reasoning="deepseek-r1")
     assert (found["tool_parser"], found["reasoning_parser"]) == ("hermes", "deepseek_r1")
-    with pytest.raises(ValueError, match="unknown tool parser 'nope'; known: .*hermes"):
+    with pytest.raises(ValueError, match=r"unknown tool parser 'nope'; known: .*hermes"):
         explain_detection(pinned_tool="nope")
 
 

@@ -18,7 +18,7 @@ values = st.recursive(scalars, lambda inner: st.lists(inner, max_size=4) | st.di
 
 def read(text: str, cuts: list[int]):
     reader, out, pos = JsonReader(), [], 0
-    points = sorted({c for c in cuts if 0 < c < len(text)}) + [len(text)]
+    points = [*sorted({c for c in cuts if 0 < c < len(text)}), len(text)]
     for point in points:
         if reader.done:
             break

@@ -154,7 +154,7 @@ def test_feed_is_linear_in_plain_text(parser):
 
 def test_streamed_xml_value_is_linear():
     body = "x = 1  # filler text\n" * 2000
-    call = f"<tool_call>\n<function=write_file>\n<parameter=content>\n{{}}\n</parameter>\n</function>\n</tool_call>"
+    call = "<tool_call>\n<function=write_file>\n<parameter=content>\n{}\n</parameter>\n</function>\n</tool_call>"
     t_small = min(_feed_time("qwen3_coder", call.format(body), 8) for _ in range(3))
     t_big = min(_feed_time("qwen3_coder", call.format(body * 4), 8) for _ in range(3))
     assert t_big < 8 * t_small + 0.05

@@ -17,11 +17,11 @@ CASES = [
          calls=[call("my-tool.v2", {"x": "1"}, offered=False)]),
     case("gemma4/end-marker-in-string", f"<|tool_call>call:write_file{{path:{Q}a{Q},content:{Q}x<tool_call|>y{Q}}}"
          "<tool_call|>", parser="gemma4", calls=[call("write_file", {"path": "a", "content": "x<tool_call|>y"})]),
-    case("gemma4/with-thought", f"<|channel>thought\nplan<channel|>Sure.<|tool_call>call:get_time{{}}<tool_call|><turn|>",
+    case("gemma4/with-thought", "<|channel>thought\nplan<channel|>Sure.<|tool_call>call:get_time{}<tool_call|><turn|>",
          parser="gemma4", reasoning_parser="gemma4", reasoning="plan", content="Sure.", calls=[call("get_time")]),
     case("gemma4/truncated", f"<|tool_call>call:get_weather{{city:{Q}Par", parser="gemma4", truncated=True,
          content=f"<|tool_call>call:get_weather{{city:{Q}Par"),
-    case("gemma4/missing-end-marker", f"<|tool_call>call:get_time{{}}", parser="gemma4", truncated=True,
+    case("gemma4/missing-end-marker", "<|tool_call>call:get_time{}", parser="gemma4", truncated=True,
          content="<|tool_call>call:get_time{}"),
     case("functiongemma/single", "<start_function_call>call:get_weather{city:<escape>Paris<escape>,days:"
          "<escape>2<escape>}<end_function_call>", parser="functiongemma",
