@@ -18,7 +18,9 @@ from router.errors import InvalidRequestError
 from router.pool import ModelHandle
 
 _ROLES = {"system", "developer", "user", "assistant", "tool", "function"}
-_TEXT_PART_TYPES = {"text", "input_text", "output_text"}
+# Text parts of every API's messages (chat, Responses input and output, refusals, reasoning).
+_TEXT_PART_TYPES = {"text", "input_text", "output_text", "refusal", "summary_text", "reasoning_text"}
+_MEDIA_PART_TYPES = {"image_url", "input_image", "image", "input_file", "file", "input_audio"}
 
 
 @dataclass(frozen=True)
@@ -43,7 +45,7 @@ def _normalize_message(index: int, message: Any) -> dict[str, Any]:
         raise InvalidRequestError(f"{param}.role must be one of {sorted(_ROLES)}, got {role!r}.", param=f"{param}.role")
     out = {k: v for k, v in message.items() if v is not None}
     out["role"] = {"developer": "system", "function": "tool"}.get(role, role)
-    out["content"] = _flatten_content(message.get("content"), f"{param}.content")
+    out["content"] = content_text(message.get("content"), f"{param}.content")
     if role == "assistant" and "reasoning_content" not in out and isinstance(message.get("reasoning"), str):
         out["reasoning_content"] = message["reasoning"]  # vLLM's name for the same field
     if role == "assistant" and message.get("tool_calls"):
@@ -51,21 +53,31 @@ def _normalize_message(index: int, message: Any) -> dict[str, Any]:
     return out
 
 
-def _flatten_content(content: Any, param: str) -> str:
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
+def content_text(content: Any, param: str, *, skip_unknown: bool = False) -> str:
+    """A message content (string or list of parts) as one string.
+
+    Args:
+        content: The content as the client sent it.
+        param: Its JSON path, for the 400 that names it.
+        skip_unknown: Drop part types we do not know instead of rejecting them (Responses
+            items carry more kinds than a text model can use).
+
+    Raises:
+        InvalidRequestError: Not a string or list, a media part (text models only), or an
+            unknown part type when ``skip_unknown`` is false.
+    """
+    if content is None or isinstance(content, str):
+        return content or ""
     if not isinstance(content, list):
         raise InvalidRequestError(f"{param} must be a string or a list of content parts.", param=param)
     texts = []
     for j, part in enumerate(content):
         kind = part.get("type") if isinstance(part, dict) else None
         if kind in _TEXT_PART_TYPES:
-            texts.append(str(part.get("text", "")))
-        elif kind in ("image_url", "input_image", "image"):
-            raise InvalidRequestError("This model does not accept images.", param=f"{param}[{j}]")
-        else:
+            texts.append(str(part.get("text") or part.get("refusal") or ""))
+        elif kind in _MEDIA_PART_TYPES:
+            raise InvalidRequestError("This model accepts text only.", param=f"{param}[{j}]")
+        elif not skip_unknown:
             raise InvalidRequestError(f"Unsupported content part type {kind!r}.", param=f"{param}[{j}].type")
     return "".join(texts)
 

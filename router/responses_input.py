@@ -4,13 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from router.chat import content_text
 from router.errors import InvalidRequestError
 from router.schemas.responses import ResponsesBody
 from router.translate import SamplingInput
 from router.turn import ToolChoice, TurnRequest
-
-_TEXT_PARTS = {"input_text", "output_text", "text", "refusal", "summary_text", "reasoning_text"}
-
 
 def to_turn_request(body: ResponsesBody, history: list[dict[str, Any]]) -> TurnRequest:
     """``history`` holds the chat messages of ``previous_response_id``'s conversation, if any."""
@@ -47,7 +45,7 @@ def input_messages(items: str | list[dict[str, Any]]) -> list[dict[str, Any]]:
             _append_call(messages, item, i, pending_reasoning)
             pending_reasoning = []
         elif kind == "function_call_output":
-            messages.append({"role": "tool", "tool_call_id": item.get("call_id"), "content": _text(item.get("output"), f"input[{i}].output")})
+            messages.append({"role": "tool", "tool_call_id": item.get("call_id"), "content": content_text(item.get("output"), f"input[{i}].output", skip_unknown=True)})
         elif kind == "reasoning":
             pending_reasoning += [p.get("text", "") for p in (item.get("content") or item.get("summary") or []) if isinstance(p, dict)]
         # Other item types (web_search_call, custom tool calls...) have no local meaning: skipped.
@@ -58,22 +56,7 @@ def _message(item: dict[str, Any], index: int) -> dict[str, Any]:
     role = item.get("role")
     if role not in ("user", "assistant", "system", "developer"):
         raise InvalidRequestError(f"input[{index}].role must be user, assistant, system or developer.", param=f"input[{index}].role")
-    return {"role": "system" if role == "developer" else role, "content": _text(item.get("content"), f"input[{index}].content")}
-
-
-def _text(content: Any, param: str) -> str:
-    if content is None or isinstance(content, str):
-        return content or ""
-    if not isinstance(content, list):
-        raise InvalidRequestError(f"{param} must be a string or a list of content parts.", param=param)
-    texts = []
-    for j, part in enumerate(content):
-        kind = part.get("type") if isinstance(part, dict) else None
-        if kind in _TEXT_PARTS:
-            texts.append(part.get("text") or part.get("refusal") or "")
-        elif kind in ("input_image", "input_file", "input_audio"):
-            raise InvalidRequestError(f"{param}[{j}]: this model accepts text only.", param=f"{param}[{j}]")
-    return "".join(texts)
+    return {"role": "system" if role == "developer" else role, "content": content_text(item.get("content"), f"input[{index}].content", skip_unknown=True)}
 
 
 def _append_call(messages: list[dict[str, Any]], item: dict[str, Any], index: int, reasoning: list[str]) -> None:

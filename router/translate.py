@@ -7,6 +7,7 @@ same on /v1/chat/completions, /v1/completions, /v1/responses and /v1/messages.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from engines.protocol import SamplingParams
 from router.errors import ContextLengthError, InvalidRequestError
@@ -29,6 +30,16 @@ class SamplingInput:
     seed: int | None = None
     logit_bias: dict[str, float] | None = None
     top_logprobs: int | None = None
+
+
+def sampling_input(body: Any, top_logprobs: int | None = None) -> SamplingInput:
+    """The sampling fields of an OpenAI chat or completions body (same names on both)."""
+    return SamplingInput(
+        temperature=body.temperature, top_p=body.top_p, top_k=body.top_k, min_p=body.min_p,
+        repetition_penalty=body.repetition_penalty, presence_penalty=body.presence_penalty,
+        frequency_penalty=body.frequency_penalty, seed=body.seed, logit_bias=body.logit_bias,
+        top_logprobs=top_logprobs,
+    )
 
 
 def _check_range(name: str, value: float | None, low: float, high: float, *, low_open: bool = False) -> None:

@@ -11,7 +11,7 @@ from litestar import Controller, Request, post
 from engines.errors import EngineError
 from parsers import ContentDelta, ReasoningDelta, ToolCallArgsDelta, ToolCallEnd, ToolCallStart
 from router.anthropic_input import to_chat_messages, to_turn_request
-from router.api.dispatch import new_id, open_model
+from router.api.dispatch import new_id, open_model, run_whole_turn
 from router.chat import normalize_messages, render_chat
 from router.errors import InvalidRequestError, RouterError, as_router_error, error_body
 from router.pool import ModelPool
@@ -35,12 +35,8 @@ class MessagesController(Controller):
         turn = await prepare_turn(handle, to_turn_request(body))
         if body.stream:
             return sse_response(_stream(pool, turn, body.model))
-        with pool.admitted(handle):
-            builder = BlockBuilder()
-            end = None
-            async for event in turn.events():
-                end = event if isinstance(event, TurnEnd) else end
-                builder.apply(event)
+        builder = BlockBuilder()
+        end = await run_whole_turn(pool, turn, builder.apply)
         return _message(turn, body.model, builder.finish(), end)
 
     @post("/count_tokens", status_code=200)

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Callable
 
 from router.pool import ModelHandle, ModelPool
+from router.turn import Turn, TurnEnd, TurnEvent
 
 
 async def open_model(pool: ModelPool, name: str) -> ModelHandle:
@@ -14,6 +16,17 @@ async def open_model(pool: ModelPool, name: str) -> ModelHandle:
     await pool.ensure_ready(handle)
     pool.check_capacity(handle)
     return handle
+
+
+async def run_whole_turn(pool: ModelPool, turn: Turn, apply: Callable[[TurnEvent], object]) -> TurnEnd | None:
+    """Drive a non-stream turn to its end, handing every event to ``apply``; returns the TurnEnd."""
+    end = None
+    with pool.admitted(turn.generation.handle):
+        async for event in turn.events():
+            apply(event)
+            if isinstance(event, TurnEnd):
+                end = event
+    return end
 
 
 def new_id(prefix: str) -> str:

@@ -11,7 +11,7 @@ from msgspec import UNSET
 
 from engines.errors import EngineError
 from parsers import ContentDelta, ReasoningDelta, ToolCallArgsDelta, ToolCallEnd, ToolCallStart, dump_arguments
-from router.api.dispatch import new_id, now, open_model
+from router.api.dispatch import new_id, now, open_model, run_whole_turn
 from router.errors import InvalidRequestError, RouterError, as_router_error, error_body
 from router.pool import ModelPool
 from router.schemas.decode import decode_body
@@ -34,7 +34,7 @@ from router.schemas.openai import (
 )
 from router.sse import COMMENT_KEEPALIVE, DONE_FRAME, data_frame, sse_response
 from router.textgen import Generation, TokenInfo
-from router.translate import SamplingInput, normalize_stop
+from router.translate import normalize_stop, sampling_input
 from router.turn import Heartbeat, LogprobsDelta, ToolChoice, Turn, TurnEnd, TurnRequest, prepare_turn
 
 logger = logging.getLogger(__name__)
@@ -54,10 +54,8 @@ class ChatCompletionsController(Controller):
         if body.stream:
             include_usage = bool(body.stream_options and body.stream_options.include_usage)
             return sse_response(_stream_chunks(pool, turn, body.model, include_usage, alias))
-        with pool.admitted(handle):
-            message = MessageBuilder(reasoning_alias=alias)
-            async for event in turn.events():
-                message.apply(event)
+        message = MessageBuilder(reasoning_alias=alias)
+        await run_whole_turn(pool, turn, message.apply)
         logprobs = _choice_logprobs(message.logprobs) if body.logprobs else None
         choice = ChatChoice(0, message.build(), logprobs, message.finish_reason)
         return ChatCompletion(new_id("chatcmpl-"), "chat.completion", now(), body.model, [choice], usage_of(turn.generation, turn.reasoning_tokens()))
@@ -75,12 +73,7 @@ def to_turn_request(body: ChatCompletionBody) -> TurnRequest:
         parallel_tool_calls=body.parallel_tool_calls is not False,
         max_tokens=requested,
         max_tokens_param="max_completion_tokens" if body.max_completion_tokens is not None else "max_tokens",
-        sampling=SamplingInput(
-            temperature=body.temperature, top_p=body.top_p, top_k=body.top_k, min_p=body.min_p,
-            repetition_penalty=body.repetition_penalty, presence_penalty=body.presence_penalty,
-            frequency_penalty=body.frequency_penalty, seed=body.seed, logit_bias=body.logit_bias,
-            top_logprobs=(body.top_logprobs or 0) if body.logprobs else None,
-        ),
+        sampling=sampling_input(body, (body.top_logprobs or 0) if body.logprobs else None),
         stop=normalize_stop(body.stop),
         stop_token_ids=list(body.stop_token_ids or []),
         template_kwargs=kwargs,

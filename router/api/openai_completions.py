@@ -21,7 +21,7 @@ from router.schemas.decode import decode_body
 from router.schemas.openai import Completion, CompletionBody, CompletionChoice, CompletionLogprobs, CompletionTokensDetails, PromptTokensDetails, Usage
 from router.sse import COMMENT_KEEPALIVE, DONE_FRAME, data_frame, sse_response
 from router.textgen import Generation, GenerationRequest, TextDelta, TokenInfo
-from router.translate import SamplingInput, build_sampling, normalize_stop, resolve_max_tokens
+from router.translate import build_sampling, normalize_stop, resolve_max_tokens, sampling_input
 
 MAX_COMPLETION_LOGPROBS = 5
 
@@ -86,15 +86,7 @@ def _is_token(value: object) -> bool:
 
 def _generation(handle: ModelHandle, body: CompletionBody, tokens: list[int]) -> Generation:
     max_tokens = resolve_max_tokens(handle, body.max_tokens, len(tokens), context_param="prompt")
-    sampling = build_sampling(
-        handle,
-        SamplingInput(
-            temperature=body.temperature, top_p=body.top_p, top_k=body.top_k, min_p=body.min_p,
-            repetition_penalty=body.repetition_penalty, presence_penalty=body.presence_penalty,
-            frequency_penalty=body.frequency_penalty, seed=body.seed, logit_bias=body.logit_bias,
-            top_logprobs=body.logprobs,
-        ),
-    )
+    sampling = build_sampling(handle, sampling_input(body, body.logprobs))
     return Generation(handle, GenerationRequest(tokens, max_tokens, sampling, normalize_stop(body.stop), list(body.stop_token_ids or [])))
 
 

@@ -9,7 +9,7 @@ from typing import Any
 from litestar import Controller, Request, post
 
 from engines.errors import EngineError
-from router.api.dispatch import new_id, open_model
+from router.api.dispatch import new_id, open_model, run_whole_turn
 from router.errors import ContextLengthError, InvalidRequestError, RouterError, as_router_error
 from router.pool import ModelPool
 from router.responses_input import flat_tools, input_messages, to_turn_request
@@ -40,12 +40,8 @@ class ResponsesController(Controller):
         conversation = history + input_messages(body.input)
         if body.stream:
             return sse_response(_stream(pool, turn, shell, responses, conversation, body.store is not False))
-        with pool.admitted(handle):
-            builder = ItemBuilder()
-            end = None
-            async for event in turn.events():
-                end = event if isinstance(event, TurnEnd) else end
-                builder.apply(event)
+        builder = ItemBuilder()
+        end = await run_whole_turn(pool, turn, builder.apply)
         result = shell.finished(builder.finish(), turn, end)
         if body.store is not False:
             responses.put(shell.id, conversation + builder.as_messages())
