@@ -1,0 +1,109 @@
+"""Streaming-parser cost per token on long outputs, against the cost of a decode step.
+
+The router runs the output parser once per engine step for every stream, so its per-token
+cost must stay far below a decode step. For each tool-call family this feeds a long output
+(a few thousand tokens of prose, then a tool call whose string argument is a long file body)
+in 4-character chunks (about one BPE token each) and reports microseconds per chunk. The
+baseline is one decode step of a real MLX model measured in the same run.
+
+    python bench/parser_cost.py --hidden 512 --layers 8
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from parsers import ToolCallEnd, make_output_parser  # noqa: E402
+
+CHUNK = 4
+PROSE = "The scheduler admits requests in order and decodes them together. " * 120
+BODY = "def handler(request):\n    return {'status': 'ok', 'items': [1, 2, 3]}\n" * 60
+ARGS = {"path": "src/app.py", "content": BODY}
+
+# family -> (tool_parser, reasoning_parser, output text)
+FAMILIES = {
+    "hermes": ("hermes", "qwen3", f"<think>{PROSE}</think>{PROSE}<tool_call>\n" + json.dumps({"name": "write_file", "arguments": ARGS}) + "\n</tool_call>"),
+    "qwen3_coder": ("qwen3_coder", "qwen3", f"<think>{PROSE}</think>{PROSE}<tool_call>\n<function=write_file>\n<parameter=path>\nsrc/app.py\n</parameter>\n"
+                    f"<parameter=content>\n{BODY}\n</parameter>\n</function>\n</tool_call>"),
+    "llama3_json": ("llama3_json", None, f"{PROSE}<|python_tag|>" + json.dumps({"name": "write_file", "parameters": ARGS})),
+    "mistral": ("mistral", None, f"{PROSE}[TOOL_CALLS]write_file[ARGS]" + json.dumps(ARGS)),
+    "kimi_k2": ("kimi_k2", None, f"{PROSE}<|tool_calls_section_begin|><|tool_call_begin|>functions.write_file:0<|tool_call_argument_begin|>"
+                + json.dumps(ARGS) + "<|tool_call_end|><|tool_calls_section_end|>"),
+    "glm47": ("glm47", None, f"{PROSE}<tool_call>write_file<arg_key>path</arg_key><arg_value>src/app.py</arg_value>"
+              f"<arg_key>content</arg_key><arg_value>{BODY}</arg_value></tool_call>"),
+    # Pythonic output is the call list itself (Llama 3.2/4 start their reply with it).
+    "pythonic": ("pythonic", None, f"[write_file(path='src/app.py', content={BODY!r})]" + " " * len(PROSE)),
+    "none (content only)": (None, None, PROSE * 2),
+}
+
+TOOLS = [{"type": "function", "function": {"name": "write_file", "parameters": {
+    "type": "object", "properties": {"path": {"type": "string"}, "content": {"type": "string"}}}}}]
+
+
+def per_chunk_us(tool_parser: str | None, reasoning_parser: str | None, text: str, repeats: int) -> float:
+    chunks = [text[i : i + CHUNK] for i in range(0, len(text), CHUNK)]
+    runs = []
+    for _ in range(repeats):
+        parser = make_output_parser(tool_parser=tool_parser, reasoning_parser=reasoning_parser, tools=TOOLS)
+        events = []
+        start = time.perf_counter()
+        for chunk in chunks:
+            events += parser.feed(chunk)
+        events += parser.finish()
+        runs.append((time.perf_counter() - start) / len(chunks))
+    calls = [e.arguments for e in events if isinstance(e, ToolCallEnd)]
+    if tool_parser is not None and calls != [ARGS]:
+        raise AssertionError(f"{tool_parser} did not parse the call: {calls!r}")  # a fast wrong parser proves nothing
+    return 1e6 * statistics.median(runs)
+
+
+def decode_step_ms(hidden: int, layers: int) -> float:
+    """One batch-1 decode step of a random qwen3 model of this size (mlx-lm BatchGenerator)."""
+    import tempfile
+
+    from mlx_lm.generate import BatchGenerator
+    from mlx_lm.utils import load_model
+
+    from engines.demo.tiny import build_tiny_model
+
+    with tempfile.TemporaryDirectory() as tmp:
+        model, _ = load_model(build_tiny_model(Path(tmp) / "m", hidden_size=hidden, num_layers=layers, vocab_size=4096))
+    generator = BatchGenerator(model, completion_batch_size=1)
+    generator.insert([list(range(3, 67))], max_tokens=[400])
+    steps, start = 0, None
+    while True:
+        _, responses = generator.next()
+        if responses and start is None:
+            start = time.perf_counter()  # time decode steps only, not the prefill
+        elif responses:
+            steps += 1
+        if any(r.finish_reason for r in responses):
+            break
+    return 1000 * (time.perf_counter() - start) / steps
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--hidden", type=int, default=512, help="width of the model whose decode step is the baseline")
+    parser.add_argument("--layers", type=int, default=8)
+    parser.add_argument("--repeats", type=int, default=5)
+    args = parser.parse_args()
+    step_ms = decode_step_ms(args.hidden, args.layers)
+    print(f"baseline: one decode step of a qwen3 hidden={args.hidden} layers={args.layers} model: {step_ms:.2f} ms\n")
+    print("| family | output chars | µs per 4-char chunk | share of a decode step |")
+    print("|---|---|---|---|")
+    for family, (tool, reasoning, text) in FAMILIES.items():
+        us = per_chunk_us(tool, reasoning, text, args.repeats)
+        print(f"| {family} | {len(text)} | {us:.1f} | {100 * us / (1000 * step_ms):.3f}% |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
