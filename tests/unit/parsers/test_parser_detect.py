@@ -164,6 +164,15 @@ def test_decisive_special_tokens(tokens, tool):
     assert found["tool_reason"].startswith("special token ")
 
 
+def test_reason_strings():
+    assert explain_detection(special_tokens=["<|python_tag|>"])["tool_reason"] == "special token <|python_tag|>"
+    assert explain_detection(model_type="deepseek_v3")["tool_reason"] == "model_type=deepseek_v3"
+    assert explain_detection(pinned_tool="hermes")["tool_reason"] == "pinned in config"
+    assert explain_detection(tokenizer_config={"tool_parser_type": "json_tools"})["tool_reason"] == (
+        "tokenizer_config tool_parser_type=json_tools")
+    assert explain_detection()["tool_reason"] == "none found: output sniffing (auto)"
+
+
 def test_tool_call_token_alone_is_not_decisive():
     found = explain_detection(special_tokens=["<tool_call>", "</tool_call>"], model_type="qwen3_moe",
                               model_name="Qwen/Qwen3-Coder-30B-A3B-Instruct")

@@ -158,3 +158,18 @@ def test_streamed_xml_value_is_linear():
     t_small = min(_feed_time("qwen3_coder", call.format(body), 8) for _ in range(3))
     t_big = min(_feed_time("qwen3_coder", call.format(body * 4), 8) for _ in range(3))
     assert t_big < 8 * t_small + 0.05
+
+
+@pytest.mark.parametrize(("parser", "template"), [
+    ("glm47", "<tool_call>write_file<arg_key>content</arg_key><arg_value>{}</arg_value></tool_call>"),
+    ("gemma4", '<|tool_call>call:write_file{{content:<|"|>{}<|"|>}}<tool_call|>'),
+    ("hermes", '<tool_call>{{"name": "write_file", "arguments": {{"content": "{}"}}}}</tool_call>'),
+    ("openai", '<|channel|>commentary to=functions.write_file<|message|>{{"content": "{}"}}<|call|>'),
+    ("auto", '{{"name": "write_file", "arguments": {{"content": "{}"}}}}'),
+])
+def test_buffered_blocks_are_linear(parser, template):
+    """Buffered formats keep their body as parts: 4x the call costs ~4x."""
+    body = "x = 1  # filler text " * 1500
+    t_small = min(_feed_time(parser, template.format(body), 4) for _ in range(2))
+    t_big = min(_feed_time(parser, template.format(body * 4), 4) for _ in range(2))
+    assert t_big < 8 * t_small + 0.05

@@ -48,4 +48,14 @@ CASES = [
     case("hy_v3/section", "<tool_calls><tool_call>get_weather<tool_sep><arg_key>city</arg_key><arg_value>Oslo</arg_value>"
          "<arg_key>days</arg_key><arg_value>4</arg_value></tool_call><tool_call>get_time<tool_sep></tool_call></tool_calls>",
          parser="hy_v3", calls=[call("get_weather", {"city": "Oslo", "days": 4}), call("get_time")]),
+    case("glm45/malformed-pairs", "<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>A</arg_value>\n"
+         "<arg_key>broken</tool_call>Next.", parser="glm45",
+         content="<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>A</arg_value>\n<arg_key>broken</tool_call>Next."),
+    case("longcat/truncated", '<longcat_tool_call>{"name": "get_time", "argu', parser="longcat", truncated=True,
+         content='<longcat_tool_call>{"name": "get_time", "argu'),
+    case("longcat/parallel-text", "Two.<longcat_tool_call>get_time</longcat_tool_call><longcat_tool_call>get_weather"
+         "<longcat_arg_key>city</longcat_arg_key><longcat_arg_value>Z</longcat_arg_value></longcat_tool_call>",
+         parser="longcat", content="Two.", calls=[call("get_time"), call("get_weather", {"city": "Z"})]),
+    case("hy_v3/truncated", "<tool_calls><tool_call>get_weather<tool_sep><arg_key>city</arg_key><arg_value>Os",
+         parser="hy_v3", truncated=True, content="<tool_call>get_weather<tool_sep><arg_key>city</arg_key><arg_value>Os"),
 ]

@@ -37,4 +37,6 @@ CASES = [
     case("llama3/unknown-tool", '{"name": "launch", "parameters": {"code": 1}}', parser=P,
          calls=[call("launch", {"code": 1}, offered=False)]),
     case("llama3/plain", "The weather is nice.<|eot_id|>", parser=P, content="The weather is nice."),
+    case("llama3/python-tag-code", "<|python_tag|>import math\nprint(math.pi)<|eom_id|>", parser=P,
+         content="import math\nprint(math.pi)"),
 ]

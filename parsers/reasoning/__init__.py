@@ -1,0 +1,1 @@
+"""Reasoning parser families, configurations of ``parsers.thinking.ReasoningParser``."""

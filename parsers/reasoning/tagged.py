@@ -1,0 +1,67 @@
+"""Reasoning delimited by family-specific tags, and answers wrapped in their own tags.
+
+=================  ==============================================================
+seed_oss           ``<seed:think>...</seed:think>`` (budget-reflect tags stay inside)
+mistral            ``[THINK]...[/THINK]`` (Magistral, Ministral 3 reasoning)
+gemma4             ``<|channel>thought\\n...<channel|>``
+hunyuan_a13b       ``<think>...</think>`` then the answer in ``<answer>...</answer>``
+ernie45            ``...</think>`` (prompt opened it) then ``<response>...</response>``
+granite            Granite 3.2 ``Here is my thought process: ... Here is my response: ...``;
+                   Granite 3.3 ``<think>...</think><response>...</response>``
+=================  ==============================================================
+"""
+
+from __future__ import annotations
+
+from ..thinking import ReasoningParser
+
+__all__ = [
+    "Ernie45ReasoningParser",
+    "Gemma4ReasoningParser",
+    "GraniteReasoningParser",
+    "HunyuanA13bReasoningParser",
+    "MistralReasoningParser",
+    "SeedOssReasoningParser",
+]
+
+
+class SeedOssReasoningParser(ReasoningParser):
+    """Seed-OSS: calls quoted inside the think block are reasoning, not calls."""
+
+    open_tags = ("<seed:think>",)
+    close_tags = ("</seed:think>",)
+
+
+class MistralReasoningParser(ReasoningParser):
+    """Magistral / Ministral 3: ``[THINK]`` control tokens."""
+
+    open_tags = ("[THINK]",)
+    close_tags = ("[/THINK]",)
+
+
+class Gemma4ReasoningParser(ReasoningParser):
+    """Gemma 4 thought channel."""
+
+    open_tags = ("<|channel>thought",)
+    close_tags = ("<channel|>",)
+
+
+class HunyuanA13bReasoningParser(ReasoningParser):
+    """Hunyuan-A13B: the ``<answer>`` wrapper is removed from content."""
+
+    content_wrappers = ("<answer>", "</answer>")
+
+
+class Ernie45ReasoningParser(ReasoningParser):
+    """ERNIE-4.5-Thinking: no opening tag in the output; ``<response>`` wrapper removed."""
+
+    implicit_open = True
+    content_wrappers = ("<response>", "</response>")
+
+
+class GraniteReasoningParser(ReasoningParser):
+    """Granite 3.2 plain-text markers (both spellings) and Granite 3.3 tags."""
+
+    open_tags = ("Here is my thought process:", "Here's my thought process:", "<think>")
+    close_tags = ("Here is my response:", "Here's my response:", "</think>")
+    content_wrappers = ("<response>", "</response>")

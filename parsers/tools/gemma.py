@@ -1,0 +1,154 @@
+"""Gemma 4 and FunctionGemma ``call:NAME{key:value,...}`` tool calls.
+
+Gemma 4: ``<|tool_call>call:get_weather{city:<|"|>Paris<|"|>,n:3,o:{a:true}}<tool_call|>``;
+strings sit between ``<|"|>`` delimiter tokens, keys are bare (or quoted, as in
+``{<|"|>3<|"|>:<|"|>x<|"|>}``), objects and arrays nest, names may contain ``-`` and
+``.``, and several calls may follow each other.  FunctionGemma:
+``<start_function_call>call:NAME{k:<escape>v<escape>,n:3}<end_function_call>``, where
+numbers may be escaped too (typed back by the schema).  Calls are emitted whole when
+their end marker arrives (streaming partial numbers is how ``108.`` became ``108.0``).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+
+from ..base import RawCall
+from ..block import Block, BufferedBlock
+from ..engine import ToolStream
+from ..schema import ToolSet, coerce_value
+
+__all__ = ["FunctionGemmaToolParser", "Gemma4ToolParser", "parse_call_syntax"]
+
+_CALL = re.compile(r"\s*call:(?P<name>[\w.\-]+)\s*")
+_BARE = re.compile(r"[^,}\]:]*")
+_KEY = re.compile(r"\s*([\w.\-]+)\s*:")
+
+
+class _Syntax:
+    def __init__(self, text: str, delim: str) -> None:
+        self.t, self.d = text, delim
+
+    def ws(self, i: int) -> int:
+        while i < len(self.t) and self.t[i] in " \t\r\n":
+            i += 1
+        return i
+
+    def expect(self, i: int, ch: str) -> int:
+        i = self.ws(i)
+        if not self.t.startswith(ch, i):
+            raise ValueError(f"expected {ch!r}")
+        return i + 1
+
+    def string(self, i: int) -> tuple[str, int]:
+        end = self.t.find(self.d, i + len(self.d))
+        if end < 0:
+            raise ValueError("unterminated string")
+        return self.t[i + len(self.d) : end], end + len(self.d)
+
+    def value(self, i: int) -> tuple[object, int, bool]:
+        """Returns (value, next index, was a delimited string)."""
+        i = self.ws(i)
+        if self.t.startswith(self.d, i):
+            text, i = self.string(i)
+            return text, i, True
+        if self.t.startswith("{", i):
+            obj, i = self.mapping(i)
+            return obj, i, False
+        if self.t.startswith("[", i):
+            items, i = [], self.ws(i + 1)
+            while not self.t.startswith("]", i):
+                item, i, _ = self.value(i)
+                items.append(item)
+                i = self.ws(i)
+                if self.t.startswith(",", i):
+                    i = self.ws(i + 1)
+                elif not self.t.startswith("]", i):
+                    raise ValueError("expected ',' or ']'")
+            return items, i + 1, False
+        m = _BARE.match(self.t, i)
+        raw = m.group().strip()
+        if not raw:
+            raise ValueError("empty value")
+        return _bare(raw), m.end(), False
+
+    def mapping(self, i: int, typed_for: tuple[str, ToolSet] | None = None) -> tuple[dict, int]:
+        """An object; with ``typed_for`` (the call's top level) values are schema-typed."""
+        out: dict = {}
+        i = self.expect(i, "{")
+        while True:
+            i = self.ws(i)
+            if self.t.startswith("}", i):
+                return out, i + 1
+            if self.t.startswith(self.d, i):
+                key, i = self.string(i)
+                i = self.expect(i, ":")
+            else:
+                m = _KEY.match(self.t, i)
+                if not m:
+                    raise ValueError("expected a key")
+                key, i = m.group(1), m.end()
+            value, i, quoted = self.value(i)
+            if quoted and typed_for is not None:
+                schema = typed_for[1].property_schema(typed_for[0], key)
+                if schema is not None:
+                    value = coerce_value(value, schema)
+            out.setdefault(key, value)
+            i = self.ws(i)
+            if self.t.startswith(",", i):
+                i += 1
+            elif not self.t.startswith("}", i):
+                raise ValueError("expected ',' or '}'")
+
+
+def _bare(raw: str) -> object:
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        return raw
+    if isinstance(value, float) and not math.isfinite(value):
+        return raw
+    return value if isinstance(value, (int, float, bool)) or value is None else raw
+
+
+def parse_call_syntax(body: str, delim: str, tools: ToolSet) -> list[RawCall] | None:
+    """Parse one or more ``call:NAME{...}`` in a block body; None if any is malformed."""
+    syntax, calls, i = _Syntax(body, delim), [], 0
+    while syntax.ws(i) < len(body):
+        m = _CALL.match(body, i)
+        if not m:
+            return None
+        try:
+            args, i = syntax.mapping(m.end(), (m.group("name"), tools))
+        except ValueError:
+            return None
+        calls.append(RawCall(m.group("name"), args))
+    return calls or None
+
+
+class Gemma4ToolParser(ToolStream):
+    """Gemma 4 ``<|tool_call>call:NAME{...}<tool_call|>`` blocks."""
+
+    start_markers = ("<|tool_call>",)
+    end_markers = ("<tool_call|>",)
+    drop_markers = ("<turn|>",)
+    delimiter = '<|"|>'
+
+    def open_block(self, marker: str) -> Block | None:
+        def parse(body: str, final: bool) -> list[RawCall] | None:
+            # Gemma 4 needs its end marker: a call cut off before it is not trusted.
+            return None if final else parse_call_syntax(body, self.delimiter, self.tools)
+
+        return BufferedBlock(self.sink, self.end_markers, parse,
+                             plausible=lambda text: "call:".startswith(text.lstrip()[:5]))
+
+
+class FunctionGemmaToolParser(Gemma4ToolParser):
+    """FunctionGemma ``<start_function_call>call:NAME{...}<end_function_call>``."""
+
+    start_markers = ("<start_function_call>",)
+    end_markers = ("<end_function_call>",)
+    drop_markers = ("<end_of_turn>",)
+    delimiter = "<escape>"

@@ -1,0 +1,172 @@
+"""Python-call-syntax tool calls: ``[get_weather(city='LA'), register(name='Doe', age=9)]``.
+
+Used by Llama 3.2 (pythonic template), Llama 4 (optionally inside ``<|python_start|>``
+... ``<|python_end|>``), Gemma 3 with the pythonic template, ToolACE, LFM2 (inside
+``<|tool_call_start|>`` ... ``<|tool_call_end|>``, text may follow) and Olmo 3 (one call
+per line inside ``<function_calls>`` ... ``</function_calls>``, no brackets).  Values are
+Python or JSON literals, parsed leniently (``parsers.pylit``); one unparsable call is
+dropped without losing its siblings.  A bare list counts only at call position and only
+when it starts like ``[name(``.
+"""
+
+from __future__ import annotations
+
+import re
+
+from ..base import NotACallError, RawCall
+from ..block import NEED_MORE, Block, BufferedBlock
+from ..engine import ToolStream
+from ..jsonblock import JsonBlock
+from ..pylit import NeedMore, PyLitError, parse_calls
+
+__all__ = [
+    "Lfm2ToolParser",
+    "Llama4PythonicToolParser",
+    "Olmo3ToolParser",
+    "PyListReader",
+    "PythonicToolParser",
+]
+
+_LIST_START = re.compile(r"\[\s*[A-Za-z_][\w.\-]*\s*\(")
+_LIST_PREFIX = re.compile(r"\[\s*(?:[A-Za-z_][\w.\-]*\s*)?\Z")
+
+
+def _to_calls(parsed: list, builtin: bool = False) -> list[RawCall]:
+    calls = []
+    for item in parsed:
+        if item is None:
+            continue
+        name, kwargs = item
+        if builtin:
+            name = name.removesuffix(".call")
+        calls.append(RawCall(name, kwargs))
+    return calls
+
+
+class PyListReader:
+    """Payload reader for a call list; re-parses only when a closing ``]``/``)`` arrives."""
+
+    def __init__(self, sink, *, bracketed: bool = True, builtin: bool = False) -> None:
+        self._sink, self._bracketed, self._builtin = sink, bracketed, builtin
+        self._closer = "]" if bracketed else ")"
+        self._parts: list[str] = []
+        self._size = 0
+        self.committed = 0
+        self.started = False
+
+    @property
+    def _buf(self) -> str:
+        if len(self._parts) > 1:
+            self._parts = ["".join(self._parts)]
+        return self._parts[0] if self._parts else ""
+
+    def feed(self, text: str) -> int | None:
+        before = self._size
+        self._parts.append(text)
+        self._size += len(text)
+        if self._closer not in text:
+            return None  # the list can only end at a closer: no need to re-parse
+        if not self._bracketed:
+            found = self._single_call()
+            if found is None:
+                return None
+            parsed, end = found
+        else:
+            try:
+                parsed, end = parse_calls(self._buf, bracketed=True)
+            except NeedMore:
+                return None
+            except PyLitError as exc:
+                raise NotACallError(str(exc)) from None
+        self._emit(parsed)
+        return end - before
+
+    def _single_call(self) -> tuple[list, int] | None:
+        """A built-in call has no list around it: it ends at one of its ``)``."""
+        cut = self._buf.find(")")
+        while cut >= 0:
+            try:
+                parsed, _ = parse_calls(self._buf[: cut + 1], bracketed=False, final=True)
+            except PyLitError:
+                parsed = []
+            if len(parsed) == 1 and parsed[0] is not None:
+                return parsed, cut + 1
+            cut = self._buf.find(")", cut + 1)
+        return None
+
+    def finish(self) -> bool:
+        if self.started:
+            return True
+        try:
+            parsed, _ = parse_calls(self._buf, bracketed=self._bracketed, final=True)
+        except (PyLitError, NeedMore):
+            return False
+        self._emit(parsed)
+        return True
+
+    def _emit(self, parsed: list) -> None:
+        calls = _to_calls(parsed, self._builtin)
+        if not calls:
+            raise NotACallError("no parsable call in the list")
+        for call in calls:
+            self._sink.call(call)
+        self.started = True
+        self.committed = len(self._buf)
+
+
+class PythonicToolParser(ToolStream):
+    """A Python list of calls at call position."""
+
+    start_markers = ("<|python_start|>",)
+    drop_markers = ("<|python_end|>", "<|eot_id|>", "<|eom_id|>", "<|eot|>")
+
+    def leading_block(self, text: str, eof: bool) -> Block | object | None:
+        if not text.startswith("["):
+            return None
+        if _LIST_START.match(text):
+            return JsonBlock(PyListReader(self.sink))
+        if not eof and _LIST_PREFIX.match(text) and len(text) < 128:
+            return NEED_MORE
+        return None
+
+    def open_block(self, marker: str) -> Block | None:
+        return JsonBlock(PyListReader(self.sink), end_markers=("<|python_end|>",))
+
+
+class Llama4PythonicToolParser(PythonicToolParser):
+    """Llama 4: the list may sit inside ``<|python_start|>`` ... ``<|python_end|>``."""
+
+
+class Lfm2ToolParser(PythonicToolParser):
+    """LFM2: ``<|tool_call_start|>[f(a=1)]<|tool_call_end|>``, text may follow."""
+
+    start_markers = ("<|tool_call_start|>",)
+    end_markers = ("<|tool_call_end|>",)
+    drop_markers = ("<|im_end|>",)
+
+    def open_block(self, marker: str) -> Block | None:
+        return JsonBlock(PyListReader(self.sink), end_markers=self.end_markers)
+
+
+class Olmo3ToolParser(PythonicToolParser):
+    """Olmo 3: ``<function_calls>f(a=1)\\ng()</function_calls>``, one call per line."""
+
+    start_markers = ("<function_calls>",)
+    end_markers = ("</function_calls>",)
+    drop_markers = ("<|im_end|>", "<|endoftext|>")
+
+    def leading_block(self, text: str, eof: bool) -> Block | object | None:
+        return None
+
+    def open_block(self, marker: str) -> Block | None:
+        return BufferedBlock(self.sink, self.end_markers, _parse_lines)
+
+
+def _parse_lines(body: str, final: bool) -> list[RawCall] | None:
+    if final:
+        return None  # a call list cut off before its close tag may be missing calls
+    try:
+        parsed, _ = parse_calls(body.strip(), bracketed=False, final=True)
+    except PyLitError:
+        return None
+    return _to_calls(parsed) or None

@@ -1,0 +1,70 @@
+"""Qwen3-Coder / Qwen3.5 XML calls, and the families that reuse the grammar.
+
+Format (values raw, typed by the tool schema; one newline after the open tag and one
+before the close tag are layout, not value)::
+
+    <tool_call>
+    <function=write_file>
+    <parameter=path>
+    src/a.py
+    </parameter>
+    </function>
+    </tool_call>
+
+String-typed values stream out as they arrive, so a long file edit is not buffered into
+one delta.  Models drop the ``<tool_call>`` wrapper (a bare ``<function=`` is accepted)
+or write JSON inside it (handled as Hermes).  Qwen3.5 may open a call while still
+thinking: ``<tool_call>`` + ``<function=`` ends the reasoning implicitly.  Seed-OSS uses
+the same grammar inside ``<seed:tool_call>``; Step-3.5 and ``qwen3_xml`` are the same
+format under other names.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from ..block import NEED_MORE, Block, SniffBlock
+from ..xmlcall import QWEN3_XML, XmlInvokeBlock
+from .hermes import HermesToolParser
+
+__all__ = ["Qwen3CoderToolParser", "Qwen3XmlToolParser", "SeedOssToolParser", "Step3p5ToolParser"]
+
+
+class Qwen3CoderToolParser(HermesToolParser):
+    """``<tool_call><function=N><parameter=k>v</parameter></function></tool_call>``."""
+
+    start_markers = ("<tool_call>", "<function=")
+    drop_markers = ("<|im_end|>", "<|endoftext|>")
+    bare_calls = False
+    reasoning_exit_markers = ("<tool_call>\n<function=", "<tool_call><function=")
+
+
+class Qwen3XmlToolParser(Qwen3CoderToolParser):
+    """vLLM's ``qwen3_xml`` name for the same format."""
+
+
+class Step3p5ToolParser(Qwen3CoderToolParser):
+    """Step-3.5 writes Qwen3-Coder XML (SGLang maps ``step3p5`` to it)."""
+
+
+_SEED_XML = replace(QWEN3_XML, block_close=("</seed:tool_call>",))
+
+
+class SeedOssToolParser(Qwen3CoderToolParser):
+    """Seed-OSS: the Qwen3-Coder grammar inside ``<seed:tool_call>``."""
+
+    start_markers = ("<seed:tool_call>",)
+    end_markers = ("</seed:tool_call>",)
+    drop_markers = ("<seed:eos>",)
+    reasoning_exit_markers = ()
+
+    def open_block(self, marker: str) -> Block | None:
+        return SniffBlock(self._choose)
+
+    def _choose(self, text: str, eof: bool):
+        body = text.lstrip()
+        if body.startswith("<function="):
+            return XmlInvokeBlock(self.sink, _SEED_XML)
+        if not eof and (not body or "<function=".startswith(body)):
+            return NEED_MORE
+        return self._json_or_none(text, eof, ("</seed:tool_call>",))
