@@ -35,9 +35,9 @@ from .base import (
     ToolCallEnd,
     ToolCallStart,
     dump_arguments,
-    make_output_parser,
 )
 from .detect import detect_parsers, explain_detection
+from .pipeline import make_output_parser
 from .registry import REASONING_PARSERS, TOOL_PARSERS, reasoning_parser_name, tool_parser_name
 
 __all__ = [

@@ -25,7 +25,6 @@ __all__ = [
     "ToolCallEnd",
     "ToolCallStart",
     "dump_arguments",
-    "make_output_parser",
     "new_call_id",
 ]
 
@@ -106,32 +105,6 @@ class OutputParser(Protocol):
     def truncated_call(self) -> bool:
         """True if ``finish()`` had to turn an incomplete call into content."""
         ...
-
-
-def make_output_parser(*, tool_parser: str | None, reasoning_parser: str | None = None,
-                       tools: list[dict] | None = None, thinking_forced_open: bool = False) -> OutputParser:
-    """Create the streaming parser for one request.
-
-    The assembly (reasoning splitter -> tool-call stream) lives in ``parsers.pipeline``;
-    this is the entry point of the streaming contract.
-
-    Args:
-        tool_parser: Tool-call parser name or alias (``"auto"`` sniffs); None for none.
-        reasoning_parser: Reasoning parser name or alias; None for none.
-        tools: The request's tools (OpenAI ``{"type": "function", "function": {...}}``
-            entries or bare ``{"name", "parameters"}``); None when none were sent.
-        thinking_forced_open: The rendered prompt ends inside an open think block.
-
-    Returns:
-        A fresh ``OutputParser``.
-
-    Raises:
-        ValueError: A parser name is unknown.
-    """
-    from .pipeline import build_output_parser  # deferred: the pipeline builds on this module
-
-    return build_output_parser(tool_parser=tool_parser, reasoning_parser=reasoning_parser, tools=tools,
-                               thinking_forced_open=thinking_forced_open)
 
 
 @dataclass

@@ -13,7 +13,7 @@ from .registry import load_reasoning_parser, load_tool_parser
 from .schema import ToolSet
 from .sink import EventSink
 
-__all__ = ["Pipeline", "build_output_parser"]
+__all__ = ["Pipeline", "make_output_parser"]
 
 
 class Pipeline:
@@ -54,9 +54,9 @@ class Pipeline:
         return self._sink.truncated_call
 
 
-def build_output_parser(*, tool_parser: str | None, reasoning_parser: str | None = None,
+def make_output_parser(*, tool_parser: str | None, reasoning_parser: str | None = None,
                         tools: list[dict] | None = None, thinking_forced_open: bool = False):
-    """Build the streaming parser for one request (``parsers.make_output_parser``).
+    """Create the streaming parser for one request: the entry point of the streaming contract.
 
     Args:
         tool_parser: Tool-call parser name or alias (``"auto"`` sniffs); None for none.
