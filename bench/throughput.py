@@ -51,7 +51,10 @@ async def stream_chat(client: httpx.AsyncClient, model: str, content: str, max_t
             if chunk.get("usage"):
                 tokens = chunk["usage"]["completion_tokens"]
             for choice in chunk.get("choices", []):
-                if first is None and choice["delta"].get("content"):
+                delta = choice["delta"]
+                # Any generated output counts: a random model may open a think block, so its
+                # first token can arrive as reasoning (reasoning_content here, reasoning in mlx_lm).
+                if first is None and any(delta.get(k) for k in ("content", "reasoning_content", "reasoning", "tool_calls")):
                     first = time.perf_counter() - start
     return first or 0.0, time.perf_counter() - start, tokens
 
