@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+import time
 
 import httpx
 import pytest
@@ -44,3 +45,19 @@ def test_unloadable_models_answer_503_with_the_reason(server, model, reason):
             assert reason in response.json()["error"]["message"]
         assert http.post("/v1/chat/completions", json=chat("eager")).status_code == 200
         assert http.get("/ready").status_code == 200  # only preloaded models decide readiness
+
+
+def test_sigterm_stops_the_router_and_its_workers(servers, tiny_models):
+    import os
+    import signal
+
+    live = servers.start({"one": {"path": str(tiny_models.path("qwen3"))}})
+    worker = live.worker_pid("one")
+    live.process.send_signal(signal.SIGTERM)
+    # uvicorn shuts down gracefully, then re-raises the signal, so the exit status is -SIGTERM.
+    assert live.process.wait(timeout=30) == -signal.SIGTERM
+    assert "Application shutdown complete" in live.log()
+    with pytest.raises(ProcessLookupError):
+        for _ in range(50):  # the pool stopped the worker during the shutdown
+            os.kill(worker, 0)
+            time.sleep(0.1)
