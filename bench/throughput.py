@@ -118,7 +118,10 @@ def bench_server(name: str, start, model: str, args) -> dict:
 
 
 async def router_overhead(model_dir: Path, work: Path, args) -> dict:
-    """Median TTFT through HTTP minus through the engine client, same tokens, same worker settings."""
+    """Median TTFT through HTTP minus through the engine client, same tokens, same worker settings.
+
+    Both paths run side by side and their samples alternate, so drift in machine load hits both.
+    """
     from engines.client import WorkerHandle
     from engines.protocol import AddRequest, SamplingParams, WorkerSpec
     from mlx_lm.utils import load_tokenizer
@@ -128,30 +131,27 @@ async def router_overhead(model_dir: Path, work: Path, args) -> dict:
                       max_concurrency=8, prefill_step=2048, max_context=4096)
     handle = WorkerHandle(spec)
     await handle.wait_ready(300)
-    engine_ms = []
-    for run in range(args.overhead_samples):
-        messages = [{"role": "user", "content": prompt_text(0, run + 1000, args.prompt_words)}]
-        tokens = tokenizer.apply_chat_template(messages, add_generation_prompt=True)
-        start = time.perf_counter()
-        async for _ in handle.generate(AddRequest(f"d{run}", tokens, 1, SamplingParams(temperature=0.0), [])):
-            engine_ms.append(1000 * (time.perf_counter() - start))
-            break
-    await handle.stop()
     port = free_port()
     process = start_rapid(model_dir, work, port, 8)
+    engine_ms, http_ms, floor_ms = [], [], []
     try:
         async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=600) as client:
-            http_ms = [1000 * (await stream_chat(client, "bench", prompt_text(0, run + 2000, args.prompt_words), 1))[0]
-                       for run in range(args.overhead_samples)]
-            # The floor any HTTP server pays on this machine: one trivial request's round trip.
-            floor_ms = []
-            for _ in range(args.overhead_samples):
+            for run in range(args.overhead_samples):
+                text = prompt_text(0, run + 1000, args.prompt_words)
+                tokens = tokenizer.apply_chat_template([{"role": "user", "content": text}], add_generation_prompt=True)
+                start = time.perf_counter()
+                async for _ in handle.generate(AddRequest(f"d{run}", tokens, 1, SamplingParams(temperature=0.0), [])):
+                    engine_ms.append(1000 * (time.perf_counter() - start))
+                    break
+                http_ms.append(1000 * (await stream_chat(client, "bench", text, 1))[0])
+                # The floor any HTTP server pays on this machine: one trivial request's round trip.
                 start = time.perf_counter()
                 (await client.get("/health")).raise_for_status()
                 floor_ms.append(1000 * (time.perf_counter() - start))
     finally:
         process.terminate()
         process.wait(timeout=60)
+        await handle.stop()
     return {"engine_ttft_ms": statistics.median(engine_ms), "http_ttft_ms": statistics.median(http_ms), "http_floor_ms": statistics.median(floor_ms)}
 
 
@@ -169,7 +169,7 @@ def main() -> int:
 
     with tempfile.TemporaryDirectory(prefix="rapidmlx-bench-") as tmp:
         work = Path(tmp)
-        model_dir = build_tiny_model(work / "model", hidden_size=args.hidden, num_layers=args.layers, vocab_size=args.vocab)
+        model_dir = build_tiny_model(work / "model", hidden_size=args.hidden, num_layers=args.layers, vocab_size=args.vocab, markup_tokens=False)
         (work / "hf").mkdir()
         params = sum(f.stat().st_size for f in model_dir.glob("*.safetensors")) // 4
         print(f"model: qwen3 hidden={args.hidden} layers={args.layers} ~{params / 1e6:.1f}M params fp32; "

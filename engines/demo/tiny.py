@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import random
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -41,25 +42,51 @@ def synthetic_corpus(lines: int = 2000, seed: int = 0) -> list[str]:
     return corpus
 
 
-def write_tokenizer(out_dir: Path, *, vocab_size: int = 512, seed: int = 0, eos_token: str = "<|im_end|>") -> int:
+def write_tokenizer(
+    out_dir: Path,
+    *,
+    vocab_size: int = 512,
+    seed: int = 0,
+    eos_token: str = "<|im_end|>",
+    corpus: Iterable[str] | None = None,
+    split_pattern: str | None = None,
+    markup_tokens: bool = True,
+) -> int:
     """Train a byte-level BPE tokenizer and write tokenizer.json + tokenizer_config.json.
+
+    Args:
+        corpus: Training text; defaults to ``synthetic_corpus(seed=seed)``. The demo model
+            passes its own conversations so its vocabulary fits what it will say.
+        markup_tokens: Add ``<tool_call>``, ``<think>`` and friends as single tokens. Benchmarks
+            turn this off: a random model emitting them would send its output through the
+            tool-call and reasoning parsers, which hold text back.
+        split_pattern: Pre-tokenization regex replacing GPT-2's (pieces are isolated, then
+            byte-mapped). The demo model uses one that keeps spaces off words, so a word
+            has the same tokens after a space and after a quote.
 
     Returns:
         The vocabulary size actually produced (special and added tokens included).
     """
-    from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, trainers
+    from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
 
     tokenizer = Tokenizer(models.BPE())
     tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    if split_pattern is not None:
+        tokenizer.pre_tokenizer = pre_tokenizers.Sequence([
+            pre_tokenizers.Split(Regex(split_pattern), behavior="isolated"),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+        ])
     tokenizer.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
-        vocab_size=vocab_size - len(MARKUP_TOKENS),
+        vocab_size=vocab_size - (len(MARKUP_TOKENS) if markup_tokens else 0),
         special_tokens=SPECIAL_TOKENS,
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         show_progress=False,
     )
-    tokenizer.train_from_iterator(synthetic_corpus(seed=seed), trainer=trainer)
-    tokenizer.add_tokens([AddedToken(t, special=False, normalized=False) for t in MARKUP_TOKENS])
+    texts = synthetic_corpus(seed=seed) if corpus is None else corpus
+    tokenizer.train_from_iterator(texts, trainer=trainer)
+    if markup_tokens:
+        tokenizer.add_tokens([AddedToken(t, special=False, normalized=False) for t in MARKUP_TOKENS])
     out_dir.mkdir(parents=True, exist_ok=True)
     tokenizer.save(str(out_dir / "tokenizer.json"))
     tokenizer_config = {
@@ -116,6 +143,7 @@ def build_tiny_model(
     max_context: int = 4096,
     seed: int = 0,
     dtype: str = "float32",
+    markup_tokens: bool = True,
 ) -> Path:
     """Write a loadable random-weight checkpoint to ``out_dir`` and return its path.
 
@@ -128,12 +156,13 @@ def build_tiny_model(
         max_context: ``max_position_embeddings`` written to config.json.
         seed: Seeds both the tokenizer corpus and the weights.
         dtype: Weight dtype ("float32" is fastest on the CPU backend).
+        markup_tokens: See ``write_tokenizer``.
     """
     import mlx.core as mx
     from mlx_lm.utils import _get_classes, save_config, save_model
 
     out = Path(out_dir)
-    vocab = write_tokenizer(out, vocab_size=vocab_size, seed=seed)
+    vocab = write_tokenizer(out, vocab_size=vocab_size, seed=seed, markup_tokens=markup_tokens)
     config = architecture_config(arch, vocab_size=vocab, hidden_size=hidden_size, num_layers=num_layers, max_context=max_context)
     config["eos_token_id"] = SPECIAL_TOKENS.index("<|im_end|>")
     mx.random.seed(seed)
