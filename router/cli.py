@@ -1,4 +1,4 @@
-"""The ``rapid-mlx`` command: serve, validate, models, demo."""
+"""The ``rapid-mlx`` command: serve, validate, models."""
 
 from __future__ import annotations
 
@@ -29,20 +29,12 @@ def main(argv: list[str] | None = None) -> int:
     models = commands.add_parser("models", help="list the models a config declares")
     models.add_argument("--config", type=Path)
 
-    demo = commands.add_parser("demo", help="the bundled demo model")
-    demo_commands = demo.add_subparsers(dest="demo_command", required=True)
-    demo_commands.add_parser("build", help="rebuild the demo model (arguments after 'build' go to the builder)", add_help=False)
-
-    args, rest = parser.parse_known_args(argv)
-    if rest and not (args.command == "demo"):
-        parser.error(f"unrecognized arguments: {' '.join(rest)}")
+    args = parser.parse_args(argv)
     if args.command == "serve":
         return _serve(args)
     if args.command == "validate":
         return _validate(args.file)
-    if args.command == "models":
-        return _models(args.config)
-    return _demo_build(rest)
+    return _models(args.config)
 
 
 def _load(config_path: Path | None, **server_overrides) -> RouterConfig:
@@ -127,12 +119,6 @@ def demo_model_path() -> Path:
         logger.warning("no bundled demo model; building a tiny random-weight model at %s", fallback)
         build_tiny_model(fallback)
     return fallback
-
-
-def _demo_build(argv: list[str]) -> int:
-    from engines.demo import build
-
-    return build.main(argv)
 
 
 if __name__ == "__main__":
