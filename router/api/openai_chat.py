@@ -149,8 +149,6 @@ def _chunk_delta(event, reasoning_alias: bool) -> ChunkDelta | None:
         return ChunkDelta(tool_calls=[call])
     if isinstance(event, ToolCallArgsDelta) and event.text:
         return ChunkDelta(tool_calls=[ToolCall(index=event.index, function=ToolCallFunction(arguments=event.text))])
-    if isinstance(event, ToolCallEnd):
-        _warn_if_not_offered(event, "?")
     return None
 
 
@@ -163,10 +161,15 @@ async def _stream_chunks(pool: ModelPool, turn: Turn, model: str, include_usage:
         choice = ChunkChoice(0, delta, _choice_logprobs(logprobs) if logprobs else None, finish)
         return data_frame(ChatCompletionChunk(chunk_id, "chat.completion.chunk", created, model, [choice], usage_field))
 
+    names: dict[int, str] = {}  # call index -> name, for the not-offered warning at its end
     with pool.admitted(turn.generation.handle):
         yield chunk(ChunkDelta(role="assistant", content=""))
         try:
             async for event in turn.events():
+                if isinstance(event, ToolCallStart):
+                    names[event.index] = event.name
+                elif isinstance(event, ToolCallEnd):
+                    _warn_if_not_offered(event, names.get(event.index, ""))
                 if isinstance(event, Heartbeat):
                     yield COMMENT_KEEPALIVE
                 elif isinstance(event, LogprobsDelta):
