@@ -21,7 +21,7 @@ def server(servers, tiny_models):
 
 @pytest.fixture
 def client(server) -> anthropic.Anthropic:
-    return anthropic.Anthropic(base_url=server.base_url, api_key="sk-local", max_retries=0, _strict_response_validation=True)
+    return server.anthropic()
 
 
 HELLO = [{"role": "user", "content": "hello there"}]

@@ -19,7 +19,7 @@ def server(servers, tiny_models):
 
 @pytest.fixture
 def client(server) -> openai.OpenAI:
-    return openai.OpenAI(base_url=server.base_url + "/v1", api_key="unused", max_retries=0, _strict_response_validation=True)
+    return server.openai()
 
 
 def chat_text(client: openai.OpenAI, model: str, **kwargs) -> str:

@@ -40,12 +40,12 @@ def server(servers, tmp_path_factory):
 
 @pytest.fixture
 def oai(server) -> openai.OpenAI:
-    return openai.OpenAI(base_url=server.base_url + "/v1", api_key="k", max_retries=0, _strict_response_validation=True)
+    return server.openai()
 
 
 @pytest.fixture
 def claude(server) -> anthropic.Anthropic:
-    return anthropic.Anthropic(base_url=server.base_url, api_key="k", max_retries=0, _strict_response_validation=True)
+    return server.anthropic()
 
 
 # ---------------------------------------------------------------- chat completions

@@ -34,6 +34,18 @@ class LiveServer:
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
+    def openai(self, api_key: str = "unused"):
+        """An openai client for this server that validates every response strictly."""
+        import openai
+
+        return openai.OpenAI(base_url=self.base_url + "/v1", api_key=api_key, max_retries=0, _strict_response_validation=True)
+
+    def anthropic(self, api_key: str = "unused"):
+        """An anthropic client for this server that validates every response strictly."""
+        import anthropic
+
+        return anthropic.Anthropic(base_url=self.base_url, api_key=api_key, max_retries=0, _strict_response_validation=True)
+
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")
 
