@@ -1,4 +1,4 @@
-"""The ``rapid-mlx`` command: serve, validate, models."""
+"""The ``rapid-mlx`` command: serve, validate, models, demo build."""
 
 from __future__ import annotations
 
@@ -12,6 +12,10 @@ from router.config import ConfigError, RouterConfig, load_config, resolve_runtim
 logger = logging.getLogger("router")
 
 DEMO_MODEL_ID = "demo"
+# Greedy and without thinking by default: that is how the demo model calls tools most
+# reliably (engines/demo/README.md), and a model this small rambles when sampled at
+# temperature 1. Clients can still ask for any temperature, or for thinking.
+DEMO_MODEL_OPTIONS = {"sampling": {"temperature": 0.0}, "chat_template_kwargs": {"enable_thinking": False}}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -29,7 +33,18 @@ def main(argv: list[str] | None = None) -> int:
     models = commands.add_parser("models", help="list the models a config declares")
     models.add_argument("--config", type=Path)
 
-    args = parser.parse_args(argv)
+    demo = commands.add_parser("demo", help="the bundled demo model")
+    demo_commands = demo.add_subparsers(dest="demo_command", required=True)
+    demo_commands.add_parser("build", help="rebuild the demo model from nothing (options: rapid-mlx demo build -h)", add_help=False)
+
+    # ``demo build`` hands its arguments to the builder's own parser, so its options live in one place.
+    args, rest = parser.parse_known_args(argv)
+    if args.command == "demo":
+        from engines.demo.build import main as build_main
+
+        return build_main(rest)
+    if rest:
+        parser.error(f"unrecognized arguments: {' '.join(rest)}")
     if args.command == "serve":
         return _serve(args)
     if args.command == "validate":
@@ -40,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
 def _load(config_path: Path | None, **server_overrides) -> RouterConfig:
     overrides = {k: v for k, v in server_overrides.items() if v is not None}
     if config_path is None:
-        return single_model_config(DEMO_MODEL_ID, str(demo_model_path()), **overrides)
+        return single_model_config(DEMO_MODEL_ID, str(demo_model_path()), model_options=DEMO_MODEL_OPTIONS, **overrides)
     config = load_config(config_path)
     if overrides:
         config = config.model_copy(update={"server": config.server.model_copy(update=overrides)})
@@ -106,19 +121,12 @@ def _parser_lines(model, *, offline: bool) -> tuple[str, str]:
 
 
 def demo_model_path() -> Path:
-    """The bundled demo checkpoint; until one is built, a tiny random model made on first use."""
-    import engines.demo
+    """The bundled demo checkpoint (package data, built by ``rapid-mlx demo build``)."""
+    from engines.demo.build import ARTIFACT_DIR
 
-    bundled = Path(engines.demo.__file__).parent / "artifact"
-    if (bundled / "config.json").is_file():
-        return bundled
-    from engines.demo.tiny import build_tiny_model
-
-    fallback = resolve_runtime_dir(single_model_config(DEMO_MODEL_ID, ".").server) / "demo-random"
-    if not (fallback / "config.json").is_file():
-        logger.warning("no bundled demo model; building a tiny random-weight model at %s", fallback)
-        build_tiny_model(fallback)
-    return fallback
+    if not (ARTIFACT_DIR / "config.json").is_file():
+        raise SystemExit(f"the demo model is missing from {ARTIFACT_DIR}; rebuild it with `rapid-mlx demo build`")
+    return ARTIFACT_DIR
 
 
 if __name__ == "__main__":

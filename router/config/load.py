@@ -102,7 +102,9 @@ def load_config_text(
     return _build(document, os.environ if env is None else env, overrides or {})
 
 
-def single_model_config(model_id: str, path: str, **server_overrides: Any) -> RouterConfig:
+def single_model_config(
+    model_id: str, path: str, *, model_options: Mapping[str, Any] | None = None, **server_overrides: Any
+) -> RouterConfig:
     """The config `serve` runs with when no file is given: one model, server defaults plus overrides.
 
     The environment is not consulted, so the result depends only on the arguments.
@@ -110,12 +112,13 @@ def single_model_config(model_id: str, path: str, **server_overrides: Any) -> Ro
     Args:
         model_id: Name clients send.
         path: Local directory or Hugging Face repo id.
+        model_options: Other `[models.<id>]` keys, e.g. `{"sampling": {"temperature": 0.0}}`.
         **server_overrides: `[server]` fields, e.g. `port=9000`.
 
     Raises:
         ConfigError: An argument breaks the schema (the message names the TOML path it would have).
     """
-    document = {"models": {model_id: {"path": path}}}
+    document = {"models": {model_id: {**(model_options or {}), "path": path}}}
     return _build(document, {}, {"server": server_overrides} if server_overrides else {})
 
 

@@ -49,3 +49,11 @@ def test_models_shows_detected_parsers_and_why(tmp_path, tiny_models):
     assert "reasoning parser: qwen3 (" in a
     assert "tool parser: qwen3_coder (pinned in config)" in b
     assert 'reasoning parser: none (disabled in config (reasoning_parser = "none"))' in b
+
+
+def test_models_without_config_is_the_bundled_demo():
+    result = run_cli("models")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("demo\n") and "/engines/demo/artifact\n" in result.stdout
+    # The demo's tokenizer_config names its format the way mlx-lm does ("json_tools").
+    assert "tool parser: hermes (tokenizer_config tool_parser_type=json_tools)" in result.stdout

@@ -1,0 +1,268 @@
+"""Build the bundled demo model from nothing: tokenizer, template, weights, 4-bit copy.
+
+    python -m engines.demo.build --out engines/demo/artifact --quantized-out engines/demo/artifact-q4
+
+Steps, all seeded: render synthetic conversations (``corpus.py``) with the shipped chat
+template, train a byte-level BPE on them (``tiny.write_tokenizer``), initialise a small
+Qwen3 model and train it on the CPU (``train.py``) with the loss on assistant turns only,
+save it in mlx-lm's format, quantize a 4-bit copy, and measure it (``evaluate.py``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import ctypes
+import dataclasses
+import json
+import logging
+import re
+import shutil
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+logger = logging.getLogger(__name__)
+
+PACKAGE_DIR = Path(__file__).parent
+ARTIFACT_DIR = PACKAGE_DIR / "artifact"
+QUANTIZED_DIR = PACKAGE_DIR / "artifact-q4"
+
+# Long enough for agent prompts (Claude Code sends ~12k tokens of system prompt and tools).
+# RoPE at base 1e6 (Qwen3's own setting for 32k-40k windows) keeps positions distinct far
+# beyond the short sequences the model is trained on.
+MAX_CONTEXT = 40960
+ROPE_THETA = 1_000_000.0
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """Everything that shapes the trained weights besides the seed (the shipped build's values)."""
+
+    steps: int = 700
+    rows: int = 8  # sequences per batch
+    length: int = 512  # tokens per sequence; longer conversations are skipped
+    learning_rate: float = 3e-3
+    vocab_size: int = 1024
+    context_weight: float = 0.1  # loss weight of prompt tokens (assistant tokens weigh 1)
+    copy_weight: float = 4.0  # loss weight of tool names and argument values
+    decision_weight: float = 4.0  # loss weight of the tokens that open a turn (data.DECISION_TOKENS)
+    drill_fraction: float = 0.08  # "repeat after me" conversations
+    invented: float = 0.5  # share of made-up tool arguments (corpus.ArgumentSource)
+    long_fraction: float = 0.0  # conversations with an agent-style system prompt
+    matching_update: float = 0.1  # update scale of the induction head (circuit.update_scales)
+    pointer_strength: float = 1.0  # output scale of the pointer head (circuit._pointer_head)
+
+
+DEFAULT_STEPS = Recipe.steps
+# GPT-2's split regex minus the leading space on letter and digit runs: "in Reykjavik" and
+# {"city": "Reykjavik"} then share the tokens of "Reykjavik", so copying a word from the
+# request into the JSON arguments (and back into the answer) is an exact token copy.
+SPLIT_PATTERN = r"'s|'t|'re|'ve|'m|'ll|'d|\p{L}+|\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"
+
+
+def model_config(vocab_size: int, *, hidden_size: int = 128, num_layers: int = 3) -> dict[str, Any]:
+    """config.json of the demo model (mlx-lm ``qwen3``).
+
+    Every input dimension (hidden 128, FFN 384, heads 2 x 64) divides by 64, so the
+    4-bit copy quantizes every linear layer with group size 64. Two heads of 64 dims (not
+    four of 32) give the copy circuit (``circuit.py``) enough slow RoPE planes to match on.
+    """
+    from engines.demo.tiny import SPECIAL_TOKENS
+
+    return {
+        "model_type": "qwen3",
+        "architectures": ["Qwen3ForCausalLM"],
+        "hidden_size": hidden_size,
+        "num_hidden_layers": num_layers,
+        "intermediate_size": hidden_size * 3,
+        "num_attention_heads": 2,
+        "num_key_value_heads": 2,
+        "head_dim": hidden_size // 2,
+        "rms_norm_eps": 1e-6,
+        "vocab_size": vocab_size,
+        "max_position_embeddings": MAX_CONTEXT,
+        "rope_theta": ROPE_THETA,
+        # Tied embeddings: a token seen only in prompts (a held-out city's pieces) can still
+        # be produced, because its output row is its input embedding.
+        "tie_word_embeddings": True,
+        "eos_token_id": SPECIAL_TOKENS.index("<|im_end|>"),
+        "bos_token_id": None,
+        "torch_dtype": "float32",
+    }
+
+
+def build_tokenizer(out_dir: Path, *, seed: int, vocab_size: int = 1024, count: int = 3000) -> int:
+    """Train the BPE on rendered training conversations and write the tokenizer files.
+
+    Special and markup tokens are cut out of the text first: they are whole tokens of their
+    own, and BPE merges spent on their pieces would be wasted.
+
+    Returns:
+        The vocabulary size.
+    """
+    from engines.demo import corpus, data
+    from engines.demo.tiny import MARKUP_TOKENS, SPECIAL_TOKENS, write_tokenizer
+
+    template = data.chat_template()
+    markers = re.compile("|".join(re.escape(t) for t in SPECIAL_TOKENS + MARKUP_TOKENS))
+    texts = [markers.sub("\n", data.render(c, template)) for c in corpus.conversations(seed + 7919, count)]
+    vocab = write_tokenizer(out_dir, vocab_size=vocab_size, seed=seed, corpus=texts, split_pattern=SPLIT_PATTERN)
+    config_path = out_dir / "tokenizer_config.json"
+    tokenizer_config = json.loads(config_path.read_text())
+    # The template has no "tool_call.name" string, so mlx-lm would not infer the parser.
+    tokenizer_config["tool_parser_type"] = "json_tools"
+    config_path.write_text(json.dumps(tokenizer_config, indent=2))
+    return vocab
+
+
+def init_model(config: dict[str, Any], seed: int, *, copy_circuit: bool = True, pointer_strength: float = 1.0):
+    """A freshly initialised fp32 mlx-lm model for ``config``, copy circuit installed."""
+    import mlx.core as mx
+    from mlx_lm.utils import _get_classes
+
+    from engines.demo.circuit import install_copy_circuit
+
+    mx.random.seed(seed)
+    model_class, args_class = _get_classes(config)
+    model = model_class(args_class.from_dict(config))
+    model.set_dtype(mx.float32)
+    if copy_circuit:
+        install_copy_circuit(model, config, seed=seed, pointer_strength=pointer_strength)
+    mx.eval(model.parameters())
+    return model
+
+
+def save_quantized(src_dir: Path, dst_dir: Path, *, bits: int = 4, group_size: int = 64) -> None:
+    """Write a quantized copy of the checkpoint in ``src_dir`` (mlx-lm format) to ``dst_dir``."""
+    from mlx_lm.utils import load_model, quantize_model, save_config, save_model
+
+    model, config = load_model(src_dir)
+    # mlx-lm reports on stdout, which carries the build's metrics JSON.
+    with contextlib.redirect_stdout(sys.stderr):
+        model, config = quantize_model(model, config, group_size, bits)
+    dst_dir.mkdir(parents=True, exist_ok=True)
+    save_model(dst_dir, model)
+    save_config(config, dst_dir / "config.json")
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        shutil.copyfile(src_dir / name, dst_dir / name)
+
+
+def train_model(out_dir: Path, config: dict[str, Any], *, seed: int, recipe: Recipe):
+    """Initialise (with the copy circuit) and train the model on the conversation stream."""
+    import mlx.core as mx
+
+    from engines.demo import circuit, data, train
+
+    model = init_model(config, seed, pointer_strength=recipe.pointer_strength)
+    train.check_forward(model, mx.array([list(range(1, 65))]))
+    stream = data.batch_stream(
+        out_dir / "tokenizer.json", seed=seed, rows=recipe.rows, length=recipe.length,
+        context_weight=recipe.context_weight, copy_weight=recipe.copy_weight, decision_weight=recipe.decision_weight,
+        drill_fraction=recipe.drill_fraction, long_fraction=recipe.long_fraction, invented=recipe.invented,
+    )
+    batches = data.prefetch(stream)
+    try:
+        losses = train.train(
+            model, batches, train.TrainConfig(steps=recipe.steps, learning_rate=recipe.learning_rate),
+            update_scales=circuit.update_scales(model, config, matching=recipe.matching_update),
+        )
+    finally:
+        batches.close()
+    return model, losses
+
+
+def single_threaded_blas() -> bool:
+    """Pin a loaded OpenBLAS to one thread; return whether one was found.
+
+    A multi-threaded BLAS may sum in a different order with a different thread count, and
+    training amplifies the last bit into different weights within a few dozen steps. One
+    thread makes the build reproducible wherever the same BLAS is loaded (Linux with the
+    OpenBLAS that .ci/run preloads); the reference BLAS of MLX's wheel is single-threaded.
+    """
+    set_threads = getattr(ctypes.CDLL(None), "openblas_set_num_threads", None)
+    if set_threads is None:
+        return False
+    set_threads(1)
+    return True
+
+
+def build_demo(
+    out_dir: Path,
+    *,
+    seed: int = 0,
+    quantized_out_dir: Path | None = None,
+    steps: int | None = None,
+    evaluate: bool = True,
+    recipe: Recipe = Recipe(),
+) -> dict[str, Any]:
+    """Build the demo model into ``out_dir`` (and a 4-bit copy) and return build metrics.
+
+    Args:
+        out_dir: Destination directory; created, files in it overwritten.
+        seed: Seeds the corpus, tokenizer, initial weights and batch order.
+        quantized_out_dir: Where to write the 4-bit copy; skipped when None.
+        steps: Optimiser steps; overrides ``recipe.steps`` (tests build with a handful).
+        evaluate: Also run the held-out evaluation (``evaluate.py``) on the result.
+        recipe: Training settings; the default is what the shipped artifact used.
+
+    Returns:
+        ``{"seconds", "train_seconds", "parameters", "final_loss", "files", "evaluation"?}``.
+    """
+    import mlx.core as mx
+    from mlx.utils import tree_flatten
+    from mlx_lm.utils import save_config, save_model
+
+    if steps is not None:
+        recipe = dataclasses.replace(recipe, steps=steps)
+    # The build is defined on the CPU: a GPU would give different floating-point results.
+    mx.set_default_device(mx.cpu)
+    if single_threaded_blas():
+        logger.info("OpenBLAS pinned to one thread for a reproducible build")
+    started = time.perf_counter()
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    config = model_config(build_tokenizer(out_dir, seed=seed, vocab_size=recipe.vocab_size))
+    model, losses = train_model(out_dir, config, seed=seed, recipe=recipe)
+    save_model(out_dir, model)
+    save_config(dict(config), out_dir / "config.json")
+    if quantized_out_dir is not None:
+        save_quantized(out_dir, Path(quantized_out_dir))
+    metrics: dict[str, Any] = {
+        "parameters": sum(v.size for _, v in tree_flatten(model.parameters())),
+        "final_loss": round(sum(losses[-20:]) / len(losses[-20:]), 4),
+        "train_seconds": round(time.perf_counter() - started, 1),
+        "files": {p.name: p.stat().st_size for p in sorted(out_dir.iterdir()) if p.is_file()},
+        "recipe": dataclasses.asdict(recipe),
+    }
+    if evaluate:
+        from engines.demo import evaluate as ev
+
+        metrics["evaluation"] = {k: v for k, v in ev.evaluate(out_dir).items() if k != "groups"}
+    metrics["seconds"] = round(time.perf_counter() - started, 1)
+    return metrics
+
+
+def main(argv: list[str] | None = None) -> int:
+    """CLI: ``python -m engines.demo.build [--out DIR] [--quantized-out DIR] [--seed N] [--steps N]``."""
+    parser = argparse.ArgumentParser(prog="rapid-mlx demo build", description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=ARTIFACT_DIR, help="output directory (default: the packaged artifact)")
+    parser.add_argument("--quantized-out", type=Path, default=QUANTIZED_DIR, help="4-bit copy directory")
+    parser.add_argument("--no-quantized", action="store_true", help="skip the 4-bit copy")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--steps", type=int, default=DEFAULT_STEPS, help="optimiser steps (default: %(default)s)")
+    parser.add_argument("--no-eval", action="store_true", help="skip the held-out evaluation")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    metrics = build_demo(
+        args.out, seed=args.seed, steps=args.steps, evaluate=not args.no_eval,
+        quantized_out_dir=None if args.no_quantized else args.quantized_out,
+    )
+    print(json.dumps(metrics, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

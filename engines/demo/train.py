@@ -1,0 +1,182 @@
+"""Training loop for the demo model: a Qwen3 mlx-lm model trained on packed conversations.
+
+Why a hand-written forward pass: on the CPU backend, transcendental functions (``exp``
+inside softmax, SiLU and cross-entropy) cost ~25 ns per element and dominate a step of a
+model this small. The training forward below computes exactly the same function as
+``mlx_lm.models.qwen3`` (same parameters, same math) but evaluates ``exp`` with a fused
+polynomial (relative error ~1e-4 in float32: rounding, amplified by the squarings).
+Inference and the saved checkpoint use the stock mlx-lm model; ``check_forward`` asserts
+that both forwards agree.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+import mlx.core as mx
+import mlx.nn as nn
+import mlx.optimizers as optim
+import numpy as np
+from mlx.utils import tree_map
+
+from engines.demo.data import Batch, attention_mask
+
+logger = logging.getLogger(__name__)
+
+
+@mx.custom_function
+def fast_exp(x: mx.array) -> mx.array:
+    """exp(x) for |x| <= 80 as (Taylor(x/1024))**1024: ten squarings that mlx fuses into one kernel."""
+    z = mx.clip(x, -80.0, 80.0) * (1.0 / 1024)
+    p = 1 + z * (1 + z * (0.5 + z * (1.0 / 6)))
+    for _ in range(10):
+        p = p * p
+    return p
+
+
+@fast_exp.vjp
+def _fast_exp_vjp(primals, cotangent, output):
+    # d/dx exp(x) = exp(x): reuse the forward output instead of differentiating the squarings.
+    return cotangent * output
+
+
+def fast_silu(x: mx.array) -> mx.array:
+    """x * sigmoid(x) using ``fast_exp`` of a non-positive argument (no overflow)."""
+    e = fast_exp(-mx.abs(x))
+    return x * mx.where(x >= 0, 1.0, e) / (1.0 + e)
+
+
+def _attention(attn: nn.Module, x: mx.array, mask: mx.array) -> mx.array:
+    """mlx-lm's Qwen3 attention with a 0/1 block-diagonal mask and ``fast_exp`` softmax."""
+    B, L, _ = x.shape
+    q = attn.q_norm(attn.q_proj(x).reshape(B, L, attn.n_heads, -1)).transpose(0, 2, 1, 3)
+    k = attn.k_norm(attn.k_proj(x).reshape(B, L, attn.n_kv_heads, -1)).transpose(0, 2, 1, 3)
+    v = attn.v_proj(x).reshape(B, L, attn.n_kv_heads, -1).transpose(0, 2, 1, 3)
+    q, k = attn.rope(q), attn.rope(k)
+    repeats = attn.n_heads // attn.n_kv_heads
+    q = q.reshape(B, attn.n_kv_heads, repeats, L, -1)
+    scores = (q * attn.scale) @ k[:, :, None].swapaxes(-1, -2)
+    # Subtract the row maximum (as softmax does): normalised q and k with large norm gains
+    # (the copy circuit's) give scores near 100, whose exp overflows float32 sums.
+    mask = mask[:, None, None]
+    row_max = mx.stop_gradient(mx.where(mask > 0, scores, -1e9).max(-1, keepdims=True))
+    e = fast_exp(scores - row_max) * mask
+    out = (e / e.sum(-1, keepdims=True)) @ v[:, :, None]
+    return attn.o_proj(out.reshape(B, attn.n_heads, L, -1).transpose(0, 2, 1, 3).reshape(B, L, -1))
+
+
+def hidden_states(model: nn.Module, inputs: mx.array, mask: mx.array) -> mx.array:
+    """Final normalised hidden states of a ``mlx_lm.models.qwen3.Model`` (no KV cache)."""
+    inner = model.model
+    h = inner.embed_tokens(inputs)
+    for layer in inner.layers:
+        h = h + _attention(layer.self_attn, layer.input_layernorm(h), mask)
+        mlp, x = layer.mlp, layer.post_attention_layernorm(h)
+        h = h + mlp.down_proj(fast_silu(mlp.gate_proj(x)) * mlp.up_proj(x))
+    return inner.norm(h)
+
+
+def output_logits(model: nn.Module, h: mx.array) -> mx.array:
+    """Apply the tied or untied output head."""
+    if model.args.tie_word_embeddings:
+        return model.model.embed_tokens.as_linear(h)
+    return model.lm_head(h)
+
+
+def loss_fn(model: nn.Module, inputs, mask, labels, weights) -> mx.array:
+    """Weighted mean next-token cross-entropy over a packed (B, T) batch."""
+    logits = output_logits(model, hidden_states(model, inputs, mask))
+    shifted = logits - mx.stop_gradient(logits.max(-1, keepdims=True))
+    logsumexp = mx.log(fast_exp(shifted).sum(-1))
+    picked = mx.take_along_axis(shifted, labels[..., None], -1)[..., 0]
+    return ((logsumexp - picked) * weights).sum() / weights.sum()
+
+
+def check_forward(model: nn.Module, inputs: mx.array, atol: float = 1e-3) -> float:
+    """Compare the training forward with mlx-lm's on one causal sequence; raise if they differ."""
+    length = inputs.shape[1]
+    mask = mx.array(np.tril(np.ones((1, length, length), np.float32)))
+    ours = output_logits(model, hidden_states(model, inputs, mask))
+    diff = mx.abs(ours - model(inputs)).max().item()
+    if diff > atol:
+        raise RuntimeError(f"training forward diverges from mlx-lm's by {diff:.2e}")
+    return diff
+
+
+@dataclass
+class TrainConfig:
+    """Optimiser settings. ``steps`` counts batches; the schedule is warmup + cosine decay."""
+
+    steps: int = 600
+    learning_rate: float = 3e-3
+    warmup: int = 30
+    min_lr_ratio: float = 0.05
+    weight_decay: float = 0.01
+    grad_clip: float = 1.0
+
+
+def _schedule(cfg: TrainConfig) -> Callable[[mx.array], mx.array]:
+    warmup = optim.linear_schedule(cfg.learning_rate * 0.05, cfg.learning_rate, cfg.warmup)
+    decay = optim.cosine_decay(cfg.learning_rate, max(1, cfg.steps - cfg.warmup), cfg.learning_rate * cfg.min_lr_ratio)
+    return optim.join_schedules([warmup, decay], [cfg.warmup])
+
+
+def _device_batch(batch: Batch) -> tuple[mx.array, ...]:
+    """Move one packed batch to mlx (fixed shapes, so the compiled step is traced once)."""
+    return (mx.array(batch.inputs), mx.array(attention_mask(batch.segments)), mx.array(batch.labels),
+            mx.array(batch.weights))
+
+
+def train(
+    model: nn.Module,
+    batches: Iterator[Batch],
+    cfg: TrainConfig,
+    *,
+    log_every: int = 25,
+    on_step: Callable[[int], None] | None = None,
+    update_scales: dict | None = None,
+) -> list[float]:
+    """Run ``cfg.steps`` optimiser steps over ``batches``; return the per-step losses.
+
+    Args:
+        model: A freshly initialised (or partially trained) mlx-lm Qwen3 model, fp32.
+        batches: At least ``cfg.steps`` packed batches, in a fixed (seeded) order.
+        cfg: Optimiser settings.
+        log_every: Log the running loss every this many steps.
+        on_step: Called with the 1-based step number after each step (checkpoints, progress).
+        update_scales: Optional tree like ``model.parameters()`` of per-element multipliers
+            applied to each update (0 freezes an entry); see ``circuit.update_scales``.
+    """
+    optimizer = optim.AdamW(learning_rate=_schedule(cfg), weight_decay=cfg.weight_decay)
+    value_and_grad = nn.value_and_grad(model, loss_fn)
+    state = [model.state, optimizer.state]
+
+    def step(*arrays):
+        loss, grads = value_and_grad(model, *arrays)
+        grads, _ = optim.clip_grad_norm(grads, cfg.grad_clip)
+        before = model.parameters()
+        optimizer.update(model, grads)
+        if update_scales is not None:
+            model.update(tree_map(lambda old, new, s: old + s * (new - old), before, model.parameters(), update_scales))
+        return loss
+
+    step = mx.compile(step, inputs=state, outputs=state)
+    losses: list[float] = []
+    start = time.perf_counter()
+    for i in range(cfg.steps):
+        loss = step(*_device_batch(next(batches)))
+        mx.eval(state, loss)
+        losses.append(loss.item())
+        if (i + 1) % log_every == 0 or i + 1 == cfg.steps:
+            recent = losses[-log_every:]
+            logger.info("step %d/%d loss %.3f (%.1fs)", i + 1, cfg.steps, sum(recent) / len(recent),
+                        time.perf_counter() - start)
+        if on_step is not None:
+            on_step(i + 1)
+    if not all(math.isfinite(x) for x in losses):
+        raise RuntimeError("training diverged (non-finite loss)")
+    return losses

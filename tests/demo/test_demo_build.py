@@ -1,0 +1,130 @@
+"""Unit tests of the demo-model build pieces: corpus, rendering, packing, training forward, circuit."""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+
+import mlx.core as mx
+import numpy as np
+import pytest
+
+from engines.demo import build, circuit, corpus, data, train
+from engines.demo import lexicon as lx
+
+
+@pytest.fixture(scope="module")
+def tokenizer_dir(tmp_path_factory):
+    out = tmp_path_factory.mktemp("demo-tokenizer")
+    build.build_tokenizer(out, seed=0, count=300)
+    return out
+
+
+def test_conversations_are_deterministic_and_never_mention_heldout_values():
+    first = corpus.conversations(seed=3, count=200)
+    again = corpus.conversations(seed=3, count=200)
+    assert [c.messages for c in first] == [c.messages for c in again]
+    text = json.dumps([[c.messages, c.tools] for c in first])
+    for value in lx.HELDOUT_CITIES + lx.HELDOUT_SEARCH_WORDS:
+        assert not re.search(rf"\b{re.escape(value)}\b", text), value
+    for path in lx.HELDOUT_FILE_NAMES:
+        assert path not in text
+
+
+def test_split_targets_marks_only_turns_the_model_must_write():
+    template = data.chat_template()
+    conv = corpus.Conversation(
+        messages=[
+            {"role": "user", "content": "Hi"},
+            {"role": "assistant", "content": "Hello!"},  # history as a client sends it: not trained
+            {"role": "user", "content": "What's the weather in Paris?"},
+            {"role": "assistant", "content": "", "reasoning_content": corpus.EMPTY_REASONING,
+             "tool_calls": [{"type": "function", "function": {"name": "get_weather", "arguments": {"city": "Paris"}}}]},
+            {"role": "tool", "content": "{}"},
+            {"role": "assistant", "content": "Sunny.", "reasoning_content": "Easy."},
+        ],
+        tools=[corpus.WEATHER_TOOL],
+    )
+    targets = [s for s, is_target in data.split_targets(data.render(conv, template)) if is_target]
+    assert targets == [
+        '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call><|im_end|>',
+        "<think>\nEasy.\n</think>\n\nSunny.<|im_end|>",
+    ]
+    # The prompt before a non-thinking target is exactly the enable_thinking=false prompt.
+    prompt = data.render(corpus.Conversation(conv.messages[:3], conv.tools), template,
+                         add_generation_prompt=True, enable_thinking=False)
+    assert data.render(conv, template).startswith(prompt + targets[0])
+
+
+def test_argument_spans_cover_values_and_closing_quote():
+    segment = '<tool_call>\n{"name": "web_search", "arguments": {"query": "jazz news"}}\n</tool_call><|im_end|>'
+    assert [segment[a:b] for a, b in data.argument_spans(segment)] == ['web_search"', "query", 'jazz news"']
+
+
+def test_city_has_the_same_tokens_in_request_and_arguments(tokenizer_dir):
+    from tokenizers import Tokenizer
+
+    tok = Tokenizer.from_file(str(tokenizer_dir / "tokenizer.json"))
+    for city in lx.HELDOUT_CITIES:
+        in_request = tok.encode(f"What's the weather in {city}?").ids
+        in_json = tok.encode(json.dumps({"city": city})).ids
+        city_ids = tok.encode(city).ids
+        assert any(in_request[i:i + len(city_ids)] == city_ids for i in range(len(in_request))), city
+        assert any(in_json[i:i + len(city_ids)] == city_ids for i in range(len(in_json))), city
+
+
+def test_pack_keeps_examples_whole_and_apart(tokenizer_dir):
+    template = data.chat_template()
+    texts = [data.render(c, template) for c in corpus.conversations(seed=1, count=60)]
+    examples = [e for e in data.encode(texts, tokenizer_dir / "tokenizer.json", context_weight=0.1) if len(e.ids) <= 257]
+    batches = data.pack(examples, rows=2, length=256, rng=np.random.default_rng(0))
+    packed_tokens = sum(int((b.segments > 0).sum()) for b in batches)
+    assert packed_tokens <= sum(len(e.ids) - 1 for e in examples)
+    assert packed_tokens / sum(b.segments.size for b in batches) > 0.85  # first-fit decreasing wastes little
+    mask = data.attention_mask(batches[0].segments)
+    seg = batches[0].segments[0]
+    i, j = np.nonzero(seg[:, None] != seg[None, :])
+    assert not mask[0][i, j].any()  # no attention across examples
+
+
+def test_prefetch_preserves_order_and_raises_producer_errors():
+    def produce():
+        yield from range(5)
+        raise ValueError("boom")
+
+    got = []
+    with pytest.raises(ValueError, match="boom"):
+        for item in data.prefetch(produce(), depth=2):
+            got.append(item)
+    assert got == [0, 1, 2, 3, 4]
+
+
+def test_training_forward_matches_mlx_lm():
+    mx.set_default_device(mx.cpu)
+    config = build.model_config(512)
+    model = build.init_model(config, seed=0, copy_circuit=False)
+    inputs = mx.array([[random.Random(0).randrange(512) for _ in range(96)]])
+    assert train.check_forward(model, inputs) < 1e-3
+
+
+def test_fast_exp_is_accurate():
+    x = mx.linspace(-30, 30, 2001)
+    rel = mx.abs(train.fast_exp(x) / mx.exp(x) - 1).max().item()
+    assert rel < 3e-4  # float32 rounding, doubled by each of the ten squarings
+
+
+def test_copy_circuit_copies_before_any_training():
+    mx.set_default_device(mx.cpu)
+    config = build.model_config(1024)
+    model = build.init_model(config, seed=0)
+    rng = np.random.default_rng(0)
+    hits = total = 0
+    for _ in range(5):
+        seq = rng.choice(np.arange(10, 1024), size=40, replace=False)
+        ids = np.concatenate([[1], seq, rng.integers(10, 1024, 100), seq[:20]])
+        pred = np.array(mx.argmax(model(mx.array(ids[None]))[0], -1))
+        start = 1 + 40 + 100
+        hits += sum(pred[start + k] == seq[k + 1] for k in range(19))
+        total += 19
+    assert hits / total > 0.9
