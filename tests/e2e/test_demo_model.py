@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import json
 
-import anthropic
-import openai
 import pytest
 
 from engines.demo import build
@@ -41,16 +39,6 @@ def server(servers):
         "demo": {"path": str(build.ARTIFACT_DIR), "aliases": ["claude-*", "gpt-*"], **DEMO_MODEL_OPTIONS},
         "demo-q4": {"path": str(build.QUANTIZED_DIR), **DEMO_MODEL_OPTIONS},
     })
-
-
-@pytest.fixture
-def oai(server) -> openai.OpenAI:
-    return server.openai()
-
-
-@pytest.fixture
-def claude(server) -> anthropic.Anthropic:
-    return server.anthropic()
 
 
 def _assert_answers_with_result(text: str) -> None:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 
-import anthropic
 import httpx
 import openai
 import pytest
@@ -36,16 +35,6 @@ def server(servers, tmp_path_factory):
         "caller": {"path": str(caller), "aliases": ["claude-caller"], "sampling": {"temperature": 0.0}},
         "answerer": {"path": str(answerer), "sampling": {"temperature": 0.0}},
     })
-
-
-@pytest.fixture
-def oai(server) -> openai.OpenAI:
-    return server.openai()
-
-
-@pytest.fixture
-def claude(server) -> anthropic.Anthropic:
-    return server.anthropic()
 
 
 # ---------------------------------------------------------------- chat completions
