@@ -10,7 +10,7 @@ import mlx.core as mx
 import numpy as np
 import pytest
 
-from engines.demo import build, circuit, corpus, data, train
+from engines.demo import build, corpus, data, train
 from engines.demo import lexicon as lx
 
 

@@ -8,15 +8,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import random
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from engines.demo import build, corpus, evaluate
-from engines.demo import lexicon as lx
+from engines.demo import build, evaluate
 
 ARTIFACT = build.ARTIFACT_DIR
 QUANTIZED = build.QUANTIZED_DIR
