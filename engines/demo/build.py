@@ -180,7 +180,8 @@ def single_threaded_blas() -> bool:
     A multi-threaded BLAS may sum in a different order with a different thread count, and
     training amplifies the last bit into different weights within a few dozen steps. One
     thread makes the build reproducible wherever the same BLAS is loaded (Linux with the
-    OpenBLAS that .ci/run preloads); the reference BLAS of MLX's wheel is single-threaded.
+    OpenBLAS that .ci/run preloads). Any other BLAS is left as it is, and a rebuild there
+    is reproducible only as far as that BLAS is.
     """
     set_threads = getattr(ctypes.CDLL(None), "openblas_set_num_threads", None)
     if set_threads is None:

@@ -128,3 +128,25 @@ def test_copy_circuit_copies_before_any_training():
         hits += sum(pred[start + k] == seq[k + 1] for k in range(19))
         total += 19
     assert hits / total > 0.9
+
+
+def test_turn_openings_and_arguments_are_weighted_up(tokenizer_dir):
+    """The tokens that choose call-or-reply (and which thought) weigh ``decision_weight``."""
+    from tokenizers import Tokenizer
+
+    tok = Tokenizer.from_file(str(tokenizer_dir / "tokenizer.json"))
+    call = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call><|im_end|>'
+    thought = "<think>\nThe user wants the weather.\n</think>\n\nIt is sunny.<|im_end|>"
+    for text in (call, thought):
+        encoding = tok.encode(text, add_special_tokens=False)
+        weights = data._weights(encoding, text, True, 0.1, 4.0, 3.0)
+        pieces = [text[a:b] for a, b in encoding.offsets]
+        if text is call:
+            assert list(weights[:data.DECISION_TOKENS]) == [3.0] * data.DECISION_TOKENS
+            assert weights[pieces.index("Paris")] == 8.0  # an argument's first token: 2 x copy_weight
+        else:
+            opening = pieces.index("The")
+            assert weights[opening] == 3.0 and weights[:opening].tolist() == [1.0] * opening
+            assert weights[pieces.index("It")] == 3.0
+    prompt = tok.encode("Hello", add_special_tokens=False)
+    assert data._weights(prompt, "Hello", False, 0.1, 4.0, 3.0).tolist() == [np.float32(0.1)] * len(prompt.ids)
