@@ -52,6 +52,15 @@ def _set(module: nn.Module, name: str, value: np.ndarray) -> None:
     module.update({name: mx.array(value.astype(np.float32))})
 
 
+def _set_attention(attn: nn.Module, q: np.ndarray, k: np.ndarray, v: np.ndarray, o: np.ndarray, *, gain: float) -> None:
+    """Write an attention layer's projections, and q/k norm gains (attention sharpness)."""
+    for name, value in (("q_proj", q), ("k_proj", k), ("v_proj", v), ("o_proj", o)):
+        _set(getattr(attn, name), "weight", value)
+    head_dim = attn.q_norm.weight.shape[0]
+    _set(attn.q_norm, "weight", np.full(head_dim, gain))
+    _set(attn.k_norm, "weight", np.full(head_dim, gain))
+
+
 def check_config(cfg: dict) -> None:
     """Raise unless ``cfg`` has the layout the circuit is written for."""
     expected = {"hidden_size": 128, "num_attention_heads": 2, "num_key_value_heads": 2, "head_dim": 64}
@@ -75,10 +84,7 @@ def _positional_layer(attn: nn.Module, theta: np.ndarray, *, pairs: int, gain: f
             k[head * D + i, CONST] = 1.0
         v[head * D:head * D + KEY_DIMS, :KEY_DIMS] = np.eye(KEY_DIMS)
         o[target, head * D:head * D + KEY_DIMS] = scale * np.eye(KEY_DIMS)
-    for name, value in (("q_proj", q), ("k_proj", k), ("v_proj", v), ("o_proj", o)):
-        _set(getattr(attn, name), "weight", value)
-    _set(attn.q_norm, "weight", np.full(D, gain))
-    _set(attn.k_norm, "weight", np.full(D, gain))
+    _set_attention(attn, q, k, v, o, gain=gain)
 
 
 def _induction_head(attn: nn.Module, theta: np.ndarray, rng: np.random.Generator, *, gain: float, strength: float,
@@ -103,10 +109,7 @@ def _induction_head(attn: nn.Module, theta: np.ndarray, rng: np.random.Generator
     q[mid, CONST], k[mid, CONST] = recency, 1.0
     v[:CONTENT, :CONTENT] = np.eye(CONTENT)
     o[:CONTENT, :CONTENT] = strength * scale * np.eye(CONTENT)
-    for name, value in (("q_proj", q), ("k_proj", k), ("v_proj", v), ("o_proj", o)):
-        _set(getattr(attn, name), "weight", value)
-    _set(attn.q_norm, "weight", np.full(D, gain))
-    _set(attn.k_norm, "weight", np.full(D, gain))
+    _set_attention(attn, q, k, v, o, gain=gain)
 
 
 def _pointer_head(attn: nn.Module, *, strength: float, scale: float) -> None:

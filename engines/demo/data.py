@@ -14,11 +14,15 @@ import re
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from engines.demo.corpus import Conversation, conversations
 from engines.demo.tiny import CHAT_TEMPLATE_PATH
+
+if TYPE_CHECKING:
+    from tokenizers import Tokenizer
 
 logger = logging.getLogger(__name__)
 
@@ -115,14 +119,14 @@ def _weights(encoding, text: str, is_target: bool, context_weight: float, copy_w
 
 
 def encode(
-    texts: Iterable[str], tokenizer_path: Path, *, context_weight: float = 0.0, copy_weight: float = 1.0,
+    texts: Iterable[str], tokenizer: Tokenizer, *, context_weight: float = 0.0, copy_weight: float = 1.0,
     decision_weight: float = 1.0,
 ) -> list[Example]:
     """Tokenize rendered conversations segment by segment (see the module docstring).
 
     Args:
         texts: Rendered conversations.
-        tokenizer_path: tokenizer.json to use.
+        tokenizer: The tokenizer (``tokenizers.Tokenizer``) the model will be served with.
         context_weight: Loss weight of prompt tokens (assistant turns weigh 1). A small
             weight on the prompt gives the model many more examples of repeated spans
             (tool names, JSON keys, values) to learn copying from, at no extra cost.
@@ -131,9 +135,6 @@ def encode(
         decision_weight: Loss weight of the first tokens of each trained turn and of the
             answer after a think block, where the model chooses between a call and a reply.
     """
-    from tokenizers import Tokenizer
-
-    tokenizer = Tokenizer.from_file(str(tokenizer_path))
     examples = []
     for text in texts:
         pieces = split_targets(text)
@@ -226,12 +227,15 @@ def batch_stream(
     Conversations longer than one row are dropped rather than truncated, so that every
     trained turn keeps its system prompt and tool list.
     """
+    from tokenizers import Tokenizer
+
     template = chat_template()
+    tokenizer = Tokenizer.from_file(str(tokenizer_path))
     for k in range(1 << 30):
         convs = conversations(seed * 1_000_003 + k, chunk, long_fraction=long_fraction, drill_fraction=drill_fraction,
                               invented=invented)
         texts = (render(c, template) for c in convs)
-        examples = [e for e in encode(texts, tokenizer_path, context_weight=context_weight, copy_weight=copy_weight,
+        examples = [e for e in encode(texts, tokenizer, context_weight=context_weight, copy_weight=copy_weight,
                                       decision_weight=decision_weight) if len(e.ids) <= length + 1]
         yield from pack(examples, rows, length, np.random.default_rng([seed, k]))
 

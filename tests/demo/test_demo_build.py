@@ -9,6 +9,7 @@ import re
 import mlx.core as mx
 import numpy as np
 import pytest
+from tokenizers import Tokenizer
 
 from engines.demo import build, corpus, data, train
 from engines.demo import lexicon as lx
@@ -63,8 +64,6 @@ def test_argument_spans_cover_values_and_closing_quote():
 
 
 def test_city_has_the_same_tokens_in_request_and_arguments(tokenizer_dir):
-    from tokenizers import Tokenizer
-
     tok = Tokenizer.from_file(str(tokenizer_dir / "tokenizer.json"))
     for city in lx.HELDOUT_CITIES:
         in_request = tok.encode(f"What's the weather in {city}?").ids
@@ -77,7 +76,7 @@ def test_city_has_the_same_tokens_in_request_and_arguments(tokenizer_dir):
 def test_pack_keeps_examples_whole_and_apart(tokenizer_dir):
     template = data.chat_template()
     texts = [data.render(c, template) for c in corpus.conversations(seed=1, count=60)]
-    examples = [e for e in data.encode(texts, tokenizer_dir / "tokenizer.json", context_weight=0.1) if len(e.ids) <= 257]
+    examples = [e for e in data.encode(texts, Tokenizer.from_file(str(tokenizer_dir / "tokenizer.json")), context_weight=0.1) if len(e.ids) <= 257]
     batches = data.pack(examples, rows=2, length=256, rng=np.random.default_rng(0))
     packed_tokens = sum(int((b.segments > 0).sum()) for b in batches)
     assert packed_tokens <= sum(len(e.ids) - 1 for e in examples)
@@ -132,8 +131,6 @@ def test_copy_circuit_copies_before_any_training():
 
 def test_turn_openings_and_arguments_are_weighted_up(tokenizer_dir):
     """The tokens that choose call-or-reply (and which thought) weigh ``decision_weight``."""
-    from tokenizers import Tokenizer
-
     tok = Tokenizer.from_file(str(tokenizer_dir / "tokenizer.json"))
     call = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call><|im_end|>'
     thought = "<think>\nThe user wants the weather.\n</think>\n\nIt is sunny.<|im_end|>"
