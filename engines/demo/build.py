@@ -22,7 +22,10 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from engines.demo.circuit import PointerCues, PointerKeys
 
 logger = logging.getLogger(__name__)
 
@@ -49,11 +52,17 @@ class Recipe:
     context_weight: float = 0.1  # loss weight of prompt tokens (assistant tokens weigh 1)
     copy_weight: float = 4.0  # loss weight of tool names and argument values
     decision_weight: float = 4.0  # loss weight of the tokens that open a turn (data.DECISION_TOKENS)
+    result_weight: float = 0.0  # loss weight of answer words repeated from a tool result (data.result_spans)
     drill_fraction: float = 0.08  # "repeat after me" conversations
     invented: float = 0.5  # share of made-up tool arguments (corpus.ArgumentSource)
     long_fraction: float = 0.0  # conversations with an agent-style system prompt
     matching_update: float = 0.1  # update scale of the induction head (circuit.update_scales)
     pointer_strength: float = 1.0  # output scale of the pointer head (circuit._pointer_head)
+    # Written keys for the pointer head (circuit._pointer_keys). Tried, not shipped: see the
+    # demo README's "What was tried"; the next two only apply with them.
+    pointer_keys: bool = False
+    pointer_random_scale: float = 0.5  # its random query/key start, next to the written keys
+    argument_query: float = 1.5  # its written query for a request's argument
 
 
 DEFAULT_STEPS = Recipe.steps
@@ -118,8 +127,29 @@ def build_tokenizer(out_dir: Path, *, seed: int, vocab_size: int = 1024, count: 
     return vocab
 
 
-def init_model(config: dict[str, Any], seed: int, *, copy_circuit: bool = True, pointer_strength: float = 1.0):
-    """A freshly initialised fp32 mlx-lm model for ``config``, copy circuit installed."""
+def pointer_cues(tokenizer_path: Path) -> PointerCues:
+    """The token ids before a value to copy (``circuit.PointerCues``) in this tokenizer."""
+    from tokenizers import Tokenizer
+
+    from engines.demo import lexicon
+    from engines.demo.circuit import PointerCues
+
+    tokenizer = Tokenizer.from_file(str(tokenizer_path))
+
+    def single(text: str) -> int:
+        ids = tokenizer.encode(text, add_special_tokens=False).ids
+        if len(ids) != 1:
+            raise ValueError(f"{text!r} is not one token of the demo tokenizer: {ids}")
+        return ids[0]
+
+    return PointerCues(key_end=single('":'), quoted=single(' "'), bare=(single(" "), single(" -")), space=single(" "),
+                       argument_after=tuple(single(w) for w in lexicon.ARGUMENT_CUES))
+
+
+def init_model(config: dict[str, Any], seed: int, *, copy_circuit: bool = True, pointer_strength: float = 1.0,
+               pointer_keys: PointerKeys | None = None):
+    """A freshly initialised fp32 mlx-lm model for ``config``, copy circuit installed
+    (with the pointer head's written keys when ``pointer_keys`` is given)."""
     import mlx.core as mx
     from mlx_lm.utils import _get_classes
 
@@ -130,7 +160,7 @@ def init_model(config: dict[str, Any], seed: int, *, copy_circuit: bool = True, 
     model = model_class(args_class.from_dict(config))
     model.set_dtype(mx.float32)
     if copy_circuit:
-        install_copy_circuit(model, config, seed=seed, pointer_strength=pointer_strength)
+        install_copy_circuit(model, config, seed=seed, pointer_strength=pointer_strength, pointer_keys=pointer_keys)
     mx.eval(model.parameters())
     return model
 
@@ -156,18 +186,24 @@ def train_model(out_dir: Path, config: dict[str, Any], *, seed: int, recipe: Rec
 
     from engines.demo import circuit, data, train
 
-    model = init_model(config, seed, pointer_strength=recipe.pointer_strength)
+    keys = None
+    if recipe.pointer_keys:
+        keys = circuit.PointerKeys(pointer_cues(out_dir / "tokenizer.json"), random_scale=recipe.pointer_random_scale,
+                                   argument_query=recipe.argument_query)
+    model = init_model(config, seed, pointer_strength=recipe.pointer_strength, pointer_keys=keys)
     train.check_forward(model, mx.array([list(range(1, 65))]))
     stream = data.batch_stream(
         out_dir / "tokenizer.json", seed=seed, rows=recipe.rows, length=recipe.length,
         context_weight=recipe.context_weight, copy_weight=recipe.copy_weight, decision_weight=recipe.decision_weight,
+        result_weight=recipe.result_weight,
         drill_fraction=recipe.drill_fraction, long_fraction=recipe.long_fraction, invented=recipe.invented,
     )
     batches = data.prefetch(stream)
     try:
         losses = train.train(
             model, batches, train.TrainConfig(steps=recipe.steps, learning_rate=recipe.learning_rate),
-            update_scales=circuit.update_scales(model, config, matching=recipe.matching_update),
+            update_scales=circuit.update_scales(model, config, matching=recipe.matching_update,
+                                                pointer_keys=recipe.pointer_keys),
         )
     finally:
         batches.close()

@@ -5,8 +5,10 @@ The demo model must copy what it has never seen: a held-out city from the reques
 that with *induction heads* (attend to the token after an earlier occurrence of the
 current context and copy it), but those emerge only after millions of tokens, far more
 than a few CPU minutes allow. ``install_copy_circuit`` writes one into the freshly
-initialised weights; training then learns when to use it (and how to find the first
-token of an argument, which no copy rule gives).
+initialised weights; training then learns when to use it. The first token of a value
+has no such cue (``"city": "`` never occurs in the request), so the last layer's second
+head is a *pointer*: it copies whatever it attends to, and its keys are written to mark
+the places values start (``_pointer_keys``).
 
 Residual stream (hidden size H = 128), in three parts:
 
@@ -30,6 +32,7 @@ from __future__ import annotations
 
 import logging
 import math
+from dataclasses import dataclass
 
 import mlx.core as mx
 import mlx.nn as nn
@@ -112,14 +115,49 @@ def _induction_head(attn: nn.Module, theta: np.ndarray, rng: np.random.Generator
     _set_attention(attn, q, k, v, o, gain=gain)
 
 
+@dataclass(frozen=True)
+class PointerCues:
+    """Token ids that mark where a value to copy starts, for the pointer head's keys.
+
+    A JSON value's first token follows ``key_end`` (``":``) by one token: an opening
+    quote (a string) or a space (a number). A request's argument follows one of
+    ``argument_after`` ("weather *in* Lisbon", "search *for* jazz") and a space.
+    """
+
+    key_end: int  # '":'
+    quoted: int  # ' "', before a string value
+    bare: tuple[int, ...]  # ' ' and ' -', before a number
+    space: int  # ' ', between a word and the next
+    argument_after: tuple[int, ...] = ()
+
+    def features(self) -> list[tuple[tuple[int, ...], tuple[int, ...]]]:
+        """(tokens two back, tokens one back) of each key feature, in ``POINTER_PLANES`` order."""
+        features = [((self.key_end,), self.bare), ((self.key_end,), (self.quoted,))]
+        if self.argument_after:
+            features.append((self.argument_after, (self.space,)))
+        return features
+
+
+@dataclass(frozen=True)
+class PointerKeys:
+    """How ``_pointer_keys`` writes the pointer head's keys (and the argument query)."""
+
+    cues: PointerCues
+    weight: float = 2.0  # key of a match, before the key norm
+    recency: float = 0.3  # preference for recent keys
+    random_scale: float = 1.0  # scale of the head's random query/key start
+    argument_query: float = 0.0  # written query for a request's argument; 0 leaves it to training
+
+
 def _pointer_head(attn: nn.Module, *, strength: float, scale: float) -> None:
     """Head 1 of the last layer: whatever it attends to, it copies (identity value/output).
 
-    Its query and key keep their random initialisation: training only has to learn *where*
-    to look (the city in the request, the temperature in the tool result), and every step
-    of attention toward the right token raises that token's logit at once. Learning where
-    and what together, from a zero output projection, is a plateau a few CPU minutes
-    rarely leave (the first token of an argument has no induction cue to copy from).
+    Its query and key keep their random initialisation (unless ``_pointer_keys`` writes
+    some): training only has to learn *where* to look (the city in the request, the
+    temperature in the tool result), and every step of attention toward the right token
+    raises that token's logit at once. Learning where and what together, from a zero output
+    projection, is a plateau a few CPU minutes rarely leave (the first token of an
+    argument has no induction cue to copy from).
     """
     D = attn.v_proj.weight.shape[0] // 2
     v, o = np.array(attn.v_proj.weight), np.array(attn.o_proj.weight)
@@ -128,6 +166,81 @@ def _pointer_head(attn: nn.Module, *, strength: float, scale: float) -> None:
     o[:CONST, D:D + CONST] = strength * scale * np.eye(CONST)
     _set(attn.v_proj, "weight", v)
     _set(attn.o_proj, "weight", o)
+
+
+# Pointer head dims holding the number, string and argument keys. The first two sit in the
+# slowest RoPE planes (position-blind); the argument's in a plane that turns by about a
+# radian over 200 tokens, so the request just made outranks "in a city" in a tool's text.
+POINTER_PLANES = (31, 30, 12)
+ANCHOR_PLANE = 29  # a constant key dimension, so the key norm keeps the features' size
+
+
+def _pointer_keys(attn: nn.Module, emb: np.ndarray, theta: np.ndarray, settings: PointerKeys, *, scale: float,
+                  anchor: float = 4.0) -> None:
+    """Write the pointer head's keys: "first token of a JSON number", "... of a JSON string",
+    "a request's argument" (and, if asked, the query that looks for the last).
+
+    Even with a copying output, a pointer whose query and key both start random must learn
+    two things at once before attention moves at all; it did in some training runs only.
+    Here the keys are written. In the slowest RoPE plane's first dimension (position
+    barely matters) the key is +``weight`` where ``":`` is two tokens back and a space one
+    back (a number), about 0 where only one of them is, -``weight`` where neither is; the
+    next plane does the same with a quote (a string); a mid-speed plane does it for a word
+    after one of ``cues.argument_after`` and a space. Qwen3 RMS-normalises each key, which
+    would blow a lone cue up to the size of a match: a constant dimension (``anchor``)
+    keeps the norm steady, and the head's random dimensions start at ``random_scale`` so
+    that they do not drown the written ones. The queries on the value planes start at
+    zero (training learns *when* to look for a value, a steady gradient once the keys
+    exist); the argument query is written when ``argument_query`` is set: it fires at an
+    opening quote after ``":``, where the model writes a string value.
+
+    The cues are read from the previous-token dimensions, on the scale layer 0 writes them
+    there (``scale`` times the first 32 dims of the RMS-normalised embedding). The last
+    layer sees the residual RMS-normalised: with the two copied regions it has about
+    ``sqrt(2) * scale`` RMS, which sets the factor for a key of ``weight`` per cue.
+    """
+    D = attn.k_proj.weight.shape[0] // 2
+    cues = settings.cues
+    normed = emb / np.sqrt(np.mean(emb ** 2, axis=1, keepdims=True))
+    residual_rms = math.sqrt(2.0) * scale
+
+    def cue(token: int) -> np.ndarray:
+        # 1 where ``token`` sits in the slot, in units of the residual before normalisation.
+        head = normed[token, :KEY_DIMS]
+        return head / (scale * float(head @ head))
+
+    const = float(emb[0, CONST])
+    q, k = np.array(attn.q_proj.weight), np.array(attn.k_proj.weight)
+    # The head's other (random) dimensions stay learnable but start small, so that the
+    # written keys decide where it looks until training has found a use for the rest.
+    q[D:], k[D:] = q[D:] * settings.random_scale, k[D:] * settings.random_scale
+    for plane in (*POINTER_PLANES, ANCHOR_PLANE):
+        for dim in (D + plane, D + plane + D // 2):
+            q[dim], k[dim] = 0.0, 0.0
+    for plane, (two_back, one_back) in zip(POINTER_PLANES, cues.features()):
+        row = np.zeros(k.shape[1])
+        for token in two_back:  # alternatives: at most one is there
+            row[PREV2] += cue(token)
+        for token in one_back:
+            row[PREV] += cue(token)
+        row[CONST] = -1.0 / const  # one cue alone reads 0, both +1, none -1
+        k[D + plane] = settings.weight * residual_rms * row
+    k[D + ANCHOR_PLANE, CONST] = anchor * residual_rms / const
+    if cues.argument_after and settings.argument_query:
+        # The query side of the argument key, written too: at an opening quote right after
+        # '":' (a JSON string value being written), look for a request's argument.
+        current = emb[cues.quoted, :KEY_DIMS]
+        row = np.zeros(q.shape[1])
+        row[:KEY_DIMS] = current / float(current @ current)
+        row[PREV] = cue(cues.key_end)
+        row[CONST] = -1.0 / const
+        q[D + POINTER_PLANES[2]] = settings.argument_query * residual_rms * row
+    # Among equal keys the latest wins (the request being answered, not an older one).
+    mid = max(i for i in range(theta.size) if theta[i] * 300 > 1.0)
+    q[D + mid], k[D + mid] = 0.0, 0.0
+    q[D + mid, CONST], k[D + mid, CONST] = settings.recency, 1.0
+    _set(attn.q_proj, "weight", q)
+    _set(attn.k_proj, "weight", k)
 
 
 def install_copy_circuit(
@@ -142,6 +255,7 @@ def install_copy_circuit(
     prev_weight: float = 0.8,
     recency: float = 0.3,
     pointer_strength: float = 1.0,
+    pointer_keys: PointerKeys | None = None,
 ) -> None:
     """Rewrite a freshly initialised Qwen3 ``model`` so that it already copies by induction.
 
@@ -157,6 +271,8 @@ def install_copy_circuit(
         recency: Weight of the preference for recent matches.
         pointer_strength: Output scale of the pointer head (``_pointer_head``); 0 leaves
             the head as initialised, silent until training gives it an output.
+        pointer_keys: When given, the pointer head starts with written keys
+            (``_pointer_keys``) instead of random ones.
     """
     check_config(cfg)
     rng = np.random.default_rng(seed)
@@ -178,10 +294,13 @@ def install_copy_circuit(
                     prev_weight=prev_weight, recency=recency, scale=scale)
     if pointer_strength:
         _pointer_head(inner.layers[-1].self_attn, strength=pointer_strength, scale=scale)
+    if pointer_keys is not None:
+        _pointer_keys(inner.layers[-1].self_attn, emb, theta, pointer_keys, scale=scale)
     mx.eval(model.parameters())
 
 
-def update_scales(model: nn.Module, cfg: dict, *, positional: float = 0.0, matching: float = 0.2) -> dict:
+def update_scales(model: nn.Module, cfg: dict, *, positional: float = 0.0, matching: float = 0.2,
+                  pointer_keys: bool = False) -> dict:
     """Per-element multipliers for parameter updates: the circuit's, and 1 elsewhere.
 
     Adam moves every weight by about the learning rate per step whatever its gradient, so
@@ -215,5 +334,10 @@ def update_scales(model: nn.Module, cfg: dict, *, positional: float = 0.0, match
     last["o_proj"]["weight"][:CONTENT, :D] = matching
     for name in ("q_norm", "k_norm"):
         last[name]["weight"][...] = matching
+    if pointer_keys:
+        # The pointer head's written keys (``_pointer_keys``) move as slowly as the
+        # induction head, enough to follow the embeddings they read; its queries learn freely.
+        for plane in (*POINTER_PLANES, ANCHOR_PLANE):
+            last["k_proj"]["weight"][[D + plane, D + plane + D // 2]] = matching
     layers[-1]["input_layernorm"]["weight"][...] = matching
     return tree_map(mx.array, scales)

@@ -93,13 +93,28 @@ def argument_spans(segment: str) -> list[tuple[int, int]]:
     return spans
 
 
+_TOOL_RESPONSE = re.compile(r"<tool_response>\n(.*?)\n</tool_response>", re.DOTALL)
+_WORD = re.compile(r"[A-Za-z0-9]+")
+
+
+def result_spans(segment: str, context: str) -> list[tuple[int, int]]:
+    """Character spans of the words and numbers of an answer that repeat the tool result
+    the turn answers (the last ``<tool_response>`` in ``context``): the temperature, the
+    condition, a page title. Like arguments, they must be copied, not remembered."""
+    responses = _TOOL_RESPONSE.findall(context)
+    if not responses:
+        return []
+    result_words = set(_WORD.findall(responses[-1]))
+    return [m.span() for m in _WORD.finditer(segment) if m.group() in result_words]
+
+
 THINK_OPEN = "<think>\n"
 THINK_END = "</think>\n\n"
 DECISION_TOKENS = 6  # tokens that commit a turn: a call or a reply, which thought ("The user wants")
 
 
 def _weights(encoding, text: str, is_target: bool, context_weight: float, copy_weight: float,
-             decision_weight: float) -> np.ndarray:
+             decision_weight: float, result_weight: float = 0.0, context: str = "") -> np.ndarray:
     weights = np.full(len(encoding.ids), 1.0 if is_target else context_weight, dtype=np.float32)
     if not is_target:
         return weights
@@ -109,18 +124,21 @@ def _weights(encoding, text: str, is_target: bool, context_weight: float, copy_w
     starts = [next(i for i, (a, _) in enumerate(encoding.offsets) if a >= c) for c in first_chars]
     for start in starts:
         weights[start:start + DECISION_TOKENS] = decision_weight
-    for start, end in argument_spans(text):
+    spans = [(span, copy_weight) for span in argument_spans(text)]
+    if result_weight:
+        spans += [(span, result_weight) for span in result_spans(text, context)]
+    for (start, end), weight in spans:
         inside = [i for i, (a, b) in enumerate(encoding.offsets) if a < end and b > start]
-        weights[inside] = copy_weight
+        weights[inside] = weight
         # The first and last tokens are the hard ones: the copy circuit continues a value
         # once started, but where it starts and stops in the request must be learned.
-        weights[[inside[0], inside[-1]]] = 2 * copy_weight
+        weights[[inside[0], inside[-1]]] = 2 * weight
     return weights
 
 
 def encode(
     texts: Iterable[str], tokenizer: Tokenizer, *, context_weight: float = 0.0, copy_weight: float = 1.0,
-    decision_weight: float = 1.0,
+    decision_weight: float = 1.0, result_weight: float = 0.0,
 ) -> list[Example]:
     """Tokenize rendered conversations segment by segment (see the module docstring).
 
@@ -134,13 +152,18 @@ def encode(
             tokens where the model decides (which tool) or copies (which city).
         decision_weight: Loss weight of the first tokens of each trained turn and of the
             answer after a think block, where the model chooses between a call and a reply.
+        result_weight: Loss weight of the words an answer repeats from the tool result
+            it answers (``result_spans``: the temperature, the condition); 0 leaves them
+            at the weight of other answer text.
     """
     examples = []
     for text in texts:
         pieces = split_targets(text)
         encoded = tokenizer.encode_batch([s for s, _ in pieces], add_special_tokens=False)
         ids = np.concatenate([np.asarray(e.ids, dtype=np.int32) for e in encoded])
-        target = np.concatenate([_weights(e, s, t, context_weight, copy_weight, decision_weight) for e, (s, t) in zip(encoded, pieces)])
+        contexts = [text[:sum(len(s) for s, _ in pieces[:i])] for i in range(len(pieces))]
+        target = np.concatenate([_weights(e, s, t, context_weight, copy_weight, decision_weight, result_weight, c)
+                                 for e, (s, t), c in zip(encoded, pieces, contexts)])
         examples.append(Example(ids=ids, target=target))
     return examples
 
@@ -217,6 +240,7 @@ def batch_stream(
     context_weight: float = 0.0,
     copy_weight: float = 1.0,
     decision_weight: float = 1.0,
+    result_weight: float = 0.0,
     drill_fraction: float = 0.15,
     invented: float = 0.0,
 ) -> Iterator[Batch]:
@@ -236,7 +260,8 @@ def batch_stream(
                               invented=invented)
         texts = (render(c, template) for c in convs)
         examples = [e for e in encode(texts, tokenizer, context_weight=context_weight, copy_weight=copy_weight,
-                                      decision_weight=decision_weight) if len(e.ids) <= length + 1]
+                                      decision_weight=decision_weight, result_weight=result_weight)
+                    if len(e.ids) <= length + 1]
         yield from pack(examples, rows, length, np.random.default_rng([seed, k]))
 
 

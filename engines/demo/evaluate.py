@@ -65,7 +65,8 @@ def _result_case(rng: random.Random, city: str, split: str) -> dict[str, Any]:
     messages = [{"role": "user", "content": task["request"]},
                 {"role": "assistant", "content": "", "tool_calls": [call]},
                 {"role": "tool", "content": task["result"]}]
-    facts = [city, str(json.loads(task["result"])["temperature"])]
+    result = json.loads(task["result"])
+    facts = {"city": city, "temperature": str(result["temperature"]), "condition": result["condition"]}
     return _case("answer_after_result", split, messages, corpus.offered_tools(rng, ["weather"]), False, facts=facts)
 
 
@@ -129,7 +130,11 @@ def score(case: dict[str, Any], text: str, stopped: bool) -> dict[str, bool]:
     else:
         checks["text_reply"] = stopped and not reply["has_call_marker"] and readable(reply["content"])
         if "facts" in expect:
-            checks["uses_result"] = checks["text_reply"] and all(f in reply["content"] for f in expect["facts"])
+            # Whole words: "2 degrees" does not state a temperature of 21.
+            for name, fact in expect["facts"].items():
+                checks[f"states_{name}"] = checks["text_reply"] and re.search(
+                    rf"(?<![\w-]){re.escape(fact)}(?![\w])", reply["content"]) is not None
+            checks["uses_result"] = all(checks[f"states_{name}"] for name in expect["facts"])
     return checks
 
 

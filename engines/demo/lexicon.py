@@ -89,6 +89,10 @@ FILE_REQUESTS = (
     "Please look at {path}.", "What does {path} contain?",
 )
 
+# The words after which the request templates put their argument ("weather in {city}");
+# the pointer head starts out looking for the word that follows one of them.
+ARGUMENT_CUES = ("in", "for", "about")
+
 # --- answers after a tool result ------------------------------------------------------------------
 
 WEATHER_ANSWERS = (

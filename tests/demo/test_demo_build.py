@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from tokenizers import Tokenizer
 
-from engines.demo import build, corpus, data, train
+from engines.demo import build, circuit, corpus, data, train
 from engines.demo import lexicon as lx
 
 
@@ -147,3 +147,91 @@ def test_turn_openings_and_arguments_are_weighted_up(tokenizer_dir):
             assert weights[pieces.index("It")] == 3.0
     prompt = tok.encode("Hello", add_special_tokens=False)
     assert data._weights(prompt, "Hello", False, 0.1, 4.0, 3.0).tolist() == [np.float32(0.1)] * len(prompt.ids)
+
+
+def test_result_spans_mark_what_an_answer_repeats_from_the_tool_result():
+    context = ('<|im_start|>user\n<tool_response>\n{"city": "Oslo", "temperature": -4, "unit": "celsius", '
+               '"condition": "windy"}\n</tool_response><|im_end|>\n<|im_start|>assistant\n')
+    answer = "In Oslo it is currently windy at -4 degrees Celsius.<|im_end|>"
+    assert [answer[a:b] for a, b in data.result_spans(answer, context)] == ["Oslo", "windy", "4"]
+    assert data.result_spans(answer, "<|im_start|>user\nHi<|im_end|>\n") == []
+
+
+def test_result_weight_applies_only_when_asked(tokenizer_dir):
+    tok = Tokenizer.from_file(str(tokenizer_dir / "tokenizer.json"))
+    text = ('<|im_start|>user\n<tool_response>\n{"temperature": 21}\n</tool_response><|im_end|>\n'
+            '<|im_start|>assistant\n<think>\n\n</think>\n\nIt is 21 degrees.<|im_end|>')
+    plain, weighted = (data.encode([text], tok, result_weight=w)[0] for w in (0.0, 3.0))
+    changed = np.nonzero(plain.target != weighted.target)[0]
+    assert [tok.decode([int(weighted.ids[i])]) for i in changed] == ["2", "1"]
+    assert weighted.target[changed].tolist() == [6.0, 6.0]  # first and last token of "21"
+
+
+def _last_layer_keys(model, ids: list[int]) -> np.ndarray:
+    """The pointer head's (head 1) normalised keys of the last layer, before RoPE."""
+    inner = model.model
+    h = inner.embed_tokens(mx.array([ids]))
+    mask = mx.array(np.tril(np.ones((1, len(ids), len(ids)), np.float32)))
+    for layer in inner.layers[:-1]:
+        h = h + train._attention(layer.self_attn, layer.input_layernorm(h), mask)
+        mlp, x = layer.mlp, layer.post_attention_layernorm(h)
+        h = h + mlp.down_proj(train.fast_silu(mlp.gate_proj(x)) * mlp.up_proj(x))
+    last = inner.layers[-1]
+    attn = last.self_attn
+    keys = attn.k_norm(attn.k_proj(last.input_layernorm(h)).reshape(1, len(ids), attn.n_kv_heads, -1))
+    return np.array(keys[0, :, 1])
+
+
+def test_pointer_keys_mark_value_starts_and_arguments(tokenizer_dir):
+    """Untrained, the pointer head's written keys rank a JSON number's first token, each string
+    value's first token and a request's argument above every other position."""
+    mx.set_default_device(mx.cpu)
+    tok = Tokenizer.from_file(str(tokenizer_dir / "tokenizer.json"))
+    config = build.model_config(tok.get_vocab_size())
+    keys = circuit.PointerKeys(build.pointer_cues(tokenizer_dir / "tokenizer.json"))
+    model = build.init_model(config, seed=0, pointer_keys=keys)
+    text = ('What is the weather in Lisbon today? {"city": "Lisbon", "temperature": 21, "unit": "celsius", '
+            '"condition": "sunny"}')
+    encoding = tok.encode(text, add_special_tokens=False)
+    starts = [a for a, _ in encoding.offsets]
+    keys = _last_layer_keys(model, encoding.ids)
+    number, string, argument = (keys[:, plane] for plane in circuit.POINTER_PLANES)
+
+    def at(fragment: str, occurrence: int = 0) -> int:
+        # The token starting where the ``occurrence``-th ``fragment`` starts in ``text``.
+        position = [m.start() for m in re.finditer(re.escape(fragment), text)][occurrence]
+        return starts.index(position)
+
+    assert int(np.argmax(number)) == at("21")
+    string_values = {at("Lisbon", 1), at("celsius"), at("sunny")}
+    assert set(np.argsort(string)[-3:].tolist()) == string_values
+    assert int(np.argmax(argument)) == at("Lisbon")
+
+
+def test_answer_facts_are_scored_as_whole_words():
+    from engines.demo import evaluate
+
+    case = {"thinking": False, "expect": {"facts": {"city": "Oslo", "temperature": "21", "condition": "windy"}}}
+    right = evaluate.score(case, "In Oslo it is currently windy at 21 degrees Celsius.", True)
+    assert right["uses_result"] and right["states_temperature"]
+    wrong = evaluate.score(case, "In Oslo it is currently windy at 2 degrees Celsius.", True)
+    assert not wrong["states_temperature"] and not wrong["uses_result"] and wrong["states_condition"]
+    case["expect"]["facts"]["temperature"] = "4"
+    assert not evaluate.score(case, "In Oslo it is windy at -4 degrees.", True)["states_temperature"]
+
+
+def test_pointer_copies_a_new_argument_before_any_training(tokenizer_dir):
+    """With the written argument query, the untrained model's next token after
+    ``{"city": "`` is the first token of a city it has never seen, from the request."""
+    mx.set_default_device(mx.cpu)
+    tok = Tokenizer.from_file(str(tokenizer_dir / "tokenizer.json"))
+    config = build.model_config(tok.get_vocab_size())
+    keys = circuit.PointerKeys(build.pointer_cues(tokenizer_dir / "tokenizer.json"), random_scale=0.5, argument_query=1.5)
+    model = build.init_model(config, seed=0, pointer_strength=2.0, pointer_keys=keys)
+    conv = corpus.Conversation([{"role": "user", "content": "What's the weather in Reykjavik?"}],
+                               tools=[corpus.WEATHER_TOOL, *corpus.DISTRACTOR_TOOLS[:2]])
+    prompt = data.render(conv, data.chat_template(), add_generation_prompt=True, enable_thinking=False)
+    text = prompt + '<tool_call>\n{"name": "get_weather", "arguments": {"city": "'
+    ids = tok.encode(text, add_special_tokens=False).ids
+    predicted = int(mx.argmax(model(mx.array([ids]))[0, -1]).item())
+    assert predicted == tok.encode("Reykjavik", add_special_tokens=False).ids[0]

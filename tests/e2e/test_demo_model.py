@@ -42,9 +42,9 @@ def server(servers):
 
 
 def _assert_answers_with_result(text: str) -> None:
-    # A text answer about the city. The shipped model does not yet copy the temperature
-    # and condition from the result reliably (evaluate.py's answer_uses_result; see
-    # engines/demo/README.md), so this checks the round trip, not the model's arithmetic.
+    # A text answer about the city. The shipped model does not yet read the temperature and
+    # condition out of the result (evaluate.py's states_temperature / states_condition; see
+    # engines/demo/README.md), so this checks the round trip, not the model's reading.
     assert CITY in text and len(text.split()) >= 3 and "<" not in text, text
 
 
