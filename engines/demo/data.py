@@ -161,9 +161,10 @@ def encode(
         pieces = split_targets(text)
         encoded = tokenizer.encode_batch([s for s, _ in pieces], add_special_tokens=False)
         ids = np.concatenate([np.asarray(e.ids, dtype=np.int32) for e in encoded])
-        contexts = [text[:sum(len(s) for s, _ in pieces[:i])] for i in range(len(pieces))]
-        target = np.concatenate([_weights(e, s, t, context_weight, copy_weight, decision_weight, result_weight, c)
-                                 for e, (s, t), c in zip(encoded, pieces, contexts)])
+        starts = np.cumsum([0] + [len(s) for s, _ in pieces[:-1]])  # each piece's offset in ``text``
+        target = np.concatenate([_weights(e, s, t, context_weight, copy_weight, decision_weight, result_weight,
+                                          text[:start] if result_weight else "")
+                                 for e, (s, t), start in zip(encoded, pieces, starts)])
         examples.append(Example(ids=ids, target=target))
     return examples
 

@@ -89,8 +89,9 @@ FILE_REQUESTS = (
     "Please look at {path}.", "What does {path} contain?",
 )
 
-# The words after which the request templates put their argument ("weather in {city}");
-# the pointer head starts out looking for the word that follows one of them.
+# The words after which most request templates put their argument ("weather in {city}");
+# with written pointer keys (build.Recipe.pointer_keys) the pointer head starts out
+# looking for the word that follows one of them.
 ARGUMENT_CUES = ("in", "for", "about")
 
 # --- answers after a tool result ------------------------------------------------------------------
