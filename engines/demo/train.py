@@ -69,15 +69,20 @@ def _attention(attn: nn.Module, x: mx.array, mask: mx.array) -> mx.array:
     return attn.o_proj(out.reshape(B, attn.n_heads, L, -1).transpose(0, 2, 1, 3).reshape(B, L, -1))
 
 
-def hidden_states(model: nn.Module, inputs: mx.array, mask: mx.array) -> mx.array:
-    """Final normalised hidden states of a ``mlx_lm.models.qwen3.Model`` (no KV cache)."""
-    inner = model.model
-    h = inner.embed_tokens(inputs)
-    for layer in inner.layers:
+def residual(model: nn.Module, inputs: mx.array, mask: mx.array, *, layers: int | None = None) -> mx.array:
+    """The residual stream of a ``mlx_lm.models.qwen3.Model`` (no KV cache) after its first
+    ``layers`` decoder layers (all of them when None), before the final norm."""
+    h = model.model.embed_tokens(inputs)
+    for layer in model.model.layers[:layers]:
         h = h + _attention(layer.self_attn, layer.input_layernorm(h), mask)
         mlp, x = layer.mlp, layer.post_attention_layernorm(h)
         h = h + mlp.down_proj(fast_silu(mlp.gate_proj(x)) * mlp.up_proj(x))
-    return inner.norm(h)
+    return h
+
+
+def hidden_states(model: nn.Module, inputs: mx.array, mask: mx.array) -> mx.array:
+    """Final normalised hidden states of a ``mlx_lm.models.qwen3.Model`` (no KV cache)."""
+    return model.model.norm(residual(model, inputs, mask))
 
 
 def output_logits(model: nn.Module, h: mx.array) -> mx.array:

@@ -169,14 +169,9 @@ def test_result_weight_applies_only_when_asked(tokenizer_dir):
 
 def _last_layer_keys(model, ids: list[int]) -> np.ndarray:
     """The pointer head's (head 1) normalised keys of the last layer, before RoPE."""
-    inner = model.model
-    h = inner.embed_tokens(mx.array([ids]))
     mask = mx.array(np.tril(np.ones((1, len(ids), len(ids)), np.float32)))
-    for layer in inner.layers[:-1]:
-        h = h + train._attention(layer.self_attn, layer.input_layernorm(h), mask)
-        mlp, x = layer.mlp, layer.post_attention_layernorm(h)
-        h = h + mlp.down_proj(train.fast_silu(mlp.gate_proj(x)) * mlp.up_proj(x))
-    last = inner.layers[-1]
+    h = train.residual(model, mx.array([ids]), mask, layers=-1)
+    last = model.model.layers[-1]
     attn = last.self_attn
     keys = attn.k_norm(attn.k_proj(last.input_layernorm(h)).reshape(1, len(ids), attn.n_kv_heads, -1))
     return np.array(keys[0, :, 1])
