@@ -86,6 +86,7 @@ class BlockBuilder:
     def __init__(self) -> None:
         self.blocks: list[dict[str, Any]] = []
         self._open: dict[str, Any] | None = None
+        self._ended: set[int] = set()  # tool_use blocks that got their ToolCallEnd
         self._pending_space = ""  # whitespace between blocks: held until real text follows
 
     def apply(self, event) -> list[tuple[str, dict[str, Any]]]:
@@ -103,12 +104,16 @@ class BlockBuilder:
             return [self._frame_delta({"type": "input_json_delta", "partial_json": event.text})]
         if isinstance(event, ToolCallEnd) and self._open is not None and self._open["type"] == "tool_use":
             self._open["input"] = event.arguments
+            self._ended.add(len(self.blocks) - 1)
             return self._close()
         return []
 
     def finish(self) -> list[dict[str, Any]]:
+        """The whole message's blocks. A tool_use that never got its end was cut off or
+        malformed (its text follows as a text block): a client would run it with no input,
+        so the whole message leaves it out. The stream cannot take back a block it opened."""
         self._close()
-        return self.blocks
+        return [b for i, b in enumerate(self.blocks) if b["type"] != "tool_use" or i in self._ended]
 
     def close_frames(self) -> list[tuple[str, dict[str, Any]]]:
         return self._close()

@@ -102,6 +102,7 @@ class MessageBuilder:
         self.content: list[str] = []
         self.reasoning: list[str] = []
         self.calls: dict[int, ToolCall] = {}
+        self.ended: set[int] = set()
         self.logprobs: list[TokenInfo] = []
         self.finish_reason = "stop"
 
@@ -115,6 +116,7 @@ class MessageBuilder:
         elif isinstance(event, ToolCallEnd) and event.index in self.calls:
             _warn_if_not_offered(event, self.calls[event.index].function.name)
             self.calls[event.index].function.arguments = dump_arguments(event.arguments)
+            self.ended.add(event.index)
         elif isinstance(event, LogprobsDelta):
             self.logprobs.extend(event.tokens)
         elif isinstance(event, TurnEnd):
@@ -122,7 +124,9 @@ class MessageBuilder:
 
     def build(self) -> ChatMessage:
         content = "".join(self.content)
-        calls = [self.calls[i] for i in sorted(self.calls)]
+        # A call that started but never ended was cut off or malformed: the parser sent its
+        # text as content, and a call without its arguments is nothing a client can run.
+        calls = [self.calls[i] for i in sorted(self.ended)]
         message = ChatMessage(role="assistant", content=content if content.strip() or not calls else None)
         if calls:
             message.tool_calls = calls

@@ -13,7 +13,7 @@ import openai
 import pytest
 from httpx_sse import connect_sse
 
-from tests.support.scripted import THINK_THEN_ANSWER, THINK_THEN_CALL, build_scripted_model
+from tests.support.scripted import CALL_CUT_AFTER, SPLIT_CALL, THINK_THEN_ANSWER, THINK_THEN_CALL, build_scripted_model
 
 WEATHER_TOOL = {"type": "function", "function": {"name": "get_weather", "description": "Weather for a city",
                 "parameters": {"type": "object", "properties": {"city": {"type": "string"}, "unit": {"type": "string"}}, "required": ["city"]}}}
@@ -31,9 +31,11 @@ def server(servers, tmp_path_factory):
     root = tmp_path_factory.mktemp("scripted")
     caller = build_scripted_model(root / "caller", THINK_THEN_CALL)
     answerer = build_scripted_model(root / "answerer", THINK_THEN_ANSWER)
+    split = build_scripted_model(root / "split", SPLIT_CALL)
     return servers.start({
         "caller": {"path": str(caller), "aliases": ["claude-caller"], "sampling": {"temperature": 0.0}},
         "answerer": {"path": str(answerer), "sampling": {"temperature": 0.0}},
+        "split": {"path": str(split), "sampling": {"temperature": 0.0}},
     })
 
 
@@ -74,6 +76,18 @@ def test_chat_tool_call_stream_deltas(server, oai):
     assert max(i for i, d in enumerate(deltas) if d.get("reasoning_content")) < min(i for i, d in enumerate(deltas) if "tool_calls" in d)
     assert "".join(d.get("content") or "" for d in deltas).strip() == ""
     assert chunks[-1]["choices"][0]["finish_reason"] == "tool_calls"
+
+
+def test_call_cut_by_max_tokens_comes_back_as_text(oai):
+    """A call cut off mid-arguments is not a call: no tool_calls entry with half (or no)
+    arguments for a client to choke on, its text in content, finish_reason "length"."""
+    whole = oai.chat.completions.create(model="split", messages=ASK, tools=[WEATHER_TOOL], max_tokens=CALL_CUT_AFTER)
+    choice = whole.choices[0]
+    assert choice.finish_reason == "length" and not choice.message.tool_calls
+    assert choice.message.content == "".join(SPLIT_CALL[:CALL_CUT_AFTER])
+    complete = oai.chat.completions.create(model="split", messages=ASK, tools=[WEATHER_TOOL])
+    (call,) = complete.choices[0].message.tool_calls
+    assert json.loads(call.function.arguments) == {"city": "Paris"}
 
 
 def test_tool_choice_none_leaves_the_text_unparsed(oai):
@@ -149,6 +163,13 @@ def test_messages_tool_result_round_trip(claude):
     assert message.content[1].text == ANSWER and message.stop_reason == "end_turn"
 
 
+def test_messages_call_cut_by_max_tokens_is_text_not_tool_use(claude):
+    message = claude.messages.create(model="split", max_tokens=CALL_CUT_AFTER, messages=ASK, tools=[ANTHROPIC_TOOL])
+    assert message.stop_reason == "max_tokens"
+    assert [b.type for b in message.content] == ["text"]
+    assert message.content[0].text == "".join(SPLIT_CALL[:CALL_CUT_AFTER])
+
+
 def test_disable_parallel_tool_use_keeps_one_call(claude):
     message = claude.messages.create(model="caller", max_tokens=200, messages=ASK, tools=[ANTHROPIC_TOOL],
                                      tool_choice={"type": "any", "disable_parallel_tool_use": True})
@@ -202,3 +223,4 @@ def _reasoning_tokens_in_history(oai) -> int:
     without = oai.chat.completions.create(model="answerer", max_tokens=1, messages=[
         {"role": "user", "content": "x"}, {"role": "assistant", "content": ""}, {"role": "user", "content": "y"}])
     return with_reasoning.usage.prompt_tokens - without.usage.prompt_tokens
+

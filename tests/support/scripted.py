@@ -26,6 +26,16 @@ THINK_THEN_CALL = [
     '\n{"name": "get_weather", "arguments": {"city": "Paris", "unit": "celsius"}}\n',
     "</tool_call>",
 ]
+# The same call in pieces, so that ``max_tokens`` can cut it between its name and the end
+# of its arguments (``CALL_CUT_AFTER`` tokens in).
+SPLIT_CALL = [
+    "<tool_call>",
+    '\n{"name": "get_weather", "arguments": ',
+    '{"city": "Pa',
+    'ris"}}\n',
+    "</tool_call>",
+]
+CALL_CUT_AFTER = 3
 THINK_THEN_ANSWER = ["<think>", "A greeting needs no tool.", "</think>", "Hello! It is sunny in Paris today."]
 
 _LOGIT = 30.0
