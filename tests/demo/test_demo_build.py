@@ -9,6 +9,7 @@ import re
 import mlx.core as mx
 import numpy as np
 import pytest
+from mlx.utils import tree_flatten
 from tokenizers import Tokenizer
 
 from engines.demo import build, circuit, corpus, data, train
@@ -230,3 +231,19 @@ def test_pointer_copies_a_new_argument_before_any_training(tokenizer_dir):
     ids = tok.encode(text, add_special_tokens=False).ids
     predicted = int(mx.argmax(model(mx.array([ids]))[0, -1]).item())
     assert predicted == tok.encode("Reykjavik", add_special_tokens=False).ids[0]
+
+
+def test_restart_stage_continues_stage_one_without_changing_it(tokenizer_dir):
+    """Stage two (``Recipe.restart_steps``) picks up stage one's weights; adding it leaves
+    stage one's steps as they were (so the shipped stage one is what a rebuild trains first)."""
+    mx.set_default_device(mx.cpu)
+    config = build.model_config(Tokenizer.from_file(str(tokenizer_dir / "tokenizer.json")).get_vocab_size())
+    short = build.Recipe(steps=2, rows=2, length=256, restart_steps=0)
+    one, one_losses = build.train_model(tokenizer_dir, config, seed=0, recipe=short)
+    two, two_losses = build.train_model(tokenizer_dir, config, seed=0,
+                                        recipe=build.Recipe(steps=2, rows=2, length=256, restart_steps=2))
+    assert len(one_losses) == 2 and len(two_losses) == 4
+    assert two_losses[:2] == one_losses  # stage one is unchanged by what follows it
+    moved = [not mx.array_equal(a, b).item() for (_, a), (_, b) in
+             zip(tree_flatten(one.parameters()), tree_flatten(two.parameters()))]
+    assert any(moved)
