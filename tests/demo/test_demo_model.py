@@ -88,7 +88,7 @@ def test_plain_chat_gets_text_replies(report):
 
 def test_answers_after_a_tool_result_state_what_it_returned(report):
     answers = report["groups"]["answer_after_result/seen"]
-    assert answers["text_reply"] >= 0.65  # measured 0.73: the rest repeat themselves past the limit
+    assert answers["text_reply"] >= 0.65  # measured 0.73: the rest run on past the limit or slip into markup
     assert answers["states_city"] >= 0.6  # measured 0.73
     assert answers["states_temperature"] >= 0.5  # measured 0.6
     assert answers["states_condition"] >= 0.6  # measured 0.73 (a guess among nine would be 0.11)

@@ -223,4 +223,3 @@ def _reasoning_tokens_in_history(oai) -> int:
     without = oai.chat.completions.create(model="answerer", max_tokens=1, messages=[
         {"role": "user", "content": "x"}, {"role": "assistant", "content": ""}, {"role": "user", "content": "y"}])
     return with_reasoning.usage.prompt_tokens - without.usage.prompt_tokens
-

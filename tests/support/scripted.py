@@ -26,7 +26,7 @@ THINK_THEN_CALL = [
     '\n{"name": "get_weather", "arguments": {"city": "Paris", "unit": "celsius"}}\n',
     "</tool_call>",
 ]
-# The same call in pieces, so that ``max_tokens`` can cut it between its name and the end
+# A call in several tokens, so that ``max_tokens`` can cut it between its name and the end
 # of its arguments (``CALL_CUT_AFTER`` tokens in).
 SPLIT_CALL = [
     "<tool_call>",
