@@ -90,6 +90,12 @@ def _positional_layer(attn: nn.Module, theta: np.ndarray, *, pairs: int, gain: f
     _set_attention(attn, q, k, v, o, gain=gain)
 
 
+def _recency_plane(theta: np.ndarray) -> int:
+    """The slowest RoPE plane that still turns by over a radian across 300 tokens: a
+    constant query and key there score ``cos(theta * distance)``, higher for recent keys."""
+    return max(i for i in range(theta.size) if theta[i] * 300 > 1.0)
+
+
 def _induction_head(attn: nn.Module, theta: np.ndarray, rng: np.random.Generator, *, gain: float, strength: float,
                     prev_weight: float, recency: float, scale: float) -> None:
     """Head 0 of the last layer: match (current, previous) against (previous, two back); copy."""
@@ -108,7 +114,7 @@ def _induction_head(attn: nn.Module, theta: np.ndarray, rng: np.random.Generator
     k[planes[cut:], PREV2] = match_prev
     # A constant q and k in a mid-speed plane add recency * cos(theta * delta): among equal
     # matches the latest wins, so a long system prompt reusing the same tokens does not.
-    mid = max(i for i in range(theta.size) if theta[i] * 300 > 1.0)
+    mid = _recency_plane(theta)
     q[mid, CONST], k[mid, CONST] = recency, 1.0
     v[:CONTENT, :CONTENT] = np.eye(CONTENT)
     o[:CONTENT, :CONTENT] = strength * scale * np.eye(CONTENT)
@@ -236,7 +242,7 @@ def _pointer_keys(attn: nn.Module, emb: np.ndarray, theta: np.ndarray, settings:
         row[CONST] = -1.0 / const
         q[D + POINTER_PLANES[2]] = settings.argument_query * residual_rms * row
     # Among equal keys the latest wins (the request being answered, not an older one).
-    mid = max(i for i in range(theta.size) if theta[i] * 300 > 1.0)
+    mid = _recency_plane(theta)
     q[D + mid], k[D + mid] = 0.0, 0.0
     q[D + mid, CONST], k[D + mid, CONST] = settings.recency, 1.0
     _set(attn.q_proj, "weight", q)

@@ -101,8 +101,10 @@ class MessageBuilder:
         self._reasoning_alias = reasoning_alias
         self.content: list[str] = []
         self.reasoning: list[str] = []
+        self._started: dict[int, ToolCallStart] = {}
+        # Only calls that ended: one that started but never ended was cut off or malformed,
+        # the parser sent its text as content, and without its arguments no client can run it.
         self.calls: dict[int, ToolCall] = {}
-        self.ended: set[int] = set()
         self.logprobs: list[TokenInfo] = []
         self.finish_reason = "stop"
 
@@ -112,11 +114,12 @@ class MessageBuilder:
         elif isinstance(event, ReasoningDelta):
             self.reasoning.append(event.text)
         elif isinstance(event, ToolCallStart):
-            self.calls[event.index] = ToolCall(id=event.id, type="function", function=ToolCallFunction(arguments="", name=event.name))
-        elif isinstance(event, ToolCallEnd) and event.index in self.calls:
-            _warn_if_not_offered(event, self.calls[event.index].function.name)
-            self.calls[event.index].function.arguments = dump_arguments(event.arguments)
-            self.ended.add(event.index)
+            self._started[event.index] = event
+        elif isinstance(event, ToolCallEnd) and event.index in self._started:
+            start = self._started[event.index]
+            _warn_if_not_offered(event, start.name)
+            self.calls[event.index] = ToolCall(id=start.id, type="function", function=ToolCallFunction(
+                arguments=dump_arguments(event.arguments), name=start.name))
         elif isinstance(event, LogprobsDelta):
             self.logprobs.extend(event.tokens)
         elif isinstance(event, TurnEnd):
@@ -124,9 +127,7 @@ class MessageBuilder:
 
     def build(self) -> ChatMessage:
         content = "".join(self.content)
-        # A call that started but never ended was cut off or malformed: the parser sent its
-        # text as content, and a call without its arguments is nothing a client can run.
-        calls = [self.calls[i] for i in sorted(self.ended)]
+        calls = [self.calls[i] for i in sorted(self.calls)]
         message = ChatMessage(role="assistant", content=content if content.strip() or not calls else None)
         if calls:
             message.tool_calls = calls
