@@ -13,8 +13,8 @@ from litestar.di import Provide
 from router.api.anthropic_messages import MessagesController
 from router.api.health import HealthController
 from router.api.models import ModelsController
-from router.api.openai_chat import ChatCompletionsController
-from router.api.openai_completions import CompletionsController
+from router.api.openai.chat import ChatCompletionsController
+from router.api.openai.completions import CompletionsController
 from router.api.openai_responses import ResponsesController
 from router.config import RouterConfig, resolve_runtime_dir
 from router.errors import handle_exception

@@ -6,7 +6,7 @@ import pytest
 
 from router.errors import InvalidRequestError, error_body
 from router.schemas.decode import decode_body
-from router.schemas.openai import ChatCompletionBody
+from router.api.openai.schemas import ChatCompletionBody
 
 
 def test_unknown_fields_are_ignored_and_numbers_coerced():

@@ -15,7 +15,7 @@ from router.api.dispatch import new_id, now, open_model, run_whole_turn
 from router.errors import InvalidRequestError, RouterError, as_router_error, error_body
 from router.pool import ModelPool
 from router.schemas.decode import decode_body
-from router.schemas.openai import (
+from router.api.openai.schemas import (
     ChatChoice,
     ChatCompletion,
     ChatCompletionBody,

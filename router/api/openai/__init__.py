@@ -1,0 +1,1 @@
+"""OpenAI Chat Completions and legacy Completions: controllers, bodies, translation."""
