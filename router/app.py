@@ -15,11 +15,11 @@ from router.api.health import HealthController
 from router.api.models import ModelsController
 from router.api.openai.chat import ChatCompletionsController
 from router.api.openai.completions import CompletionsController
-from router.api.openai_responses import ResponsesController
+from router.api.responses.controller import ResponsesController
 from router.config import RouterConfig, resolve_runtime_dir
 from router.errors import handle_exception
 from router.pool import ModelPool
-from router.responses_store import ResponseStore
+from router.api.responses.store import ResponseStore
 
 
 def create_app(config: RouterConfig, *, runtime_dir: Path | None = None) -> Litestar:

@@ -6,7 +6,7 @@ from typing import Any
 
 from router.chat import content_text
 from router.errors import InvalidRequestError
-from router.schemas.responses import ResponsesBody
+from router.api.responses.schemas import ResponsesBody
 from router.translate import SamplingInput
 from router.turn import ToolChoice, TurnRequest
 

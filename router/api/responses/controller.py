@@ -12,11 +12,11 @@ from engines.errors import EngineError
 from router.api.dispatch import new_id, open_model, run_whole_turn
 from router.errors import ContextLengthError, InvalidRequestError, RouterError, as_router_error
 from router.pool import ModelPool
-from router.responses_input import flat_tools, input_messages, to_turn_request
-from router.responses_items import ItemBuilder
-from router.responses_store import ResponseStore
+from router.api.responses.input import flat_tools, input_messages, to_turn_request
+from router.api.responses.items import ItemBuilder
+from router.api.responses.store import ResponseStore
 from router.schemas.decode import decode_body
-from router.schemas.responses import ResponsesBody
+from router.api.responses.schemas import ResponsesBody
 from router.sse import COMMENT_KEEPALIVE, event_frame, sse_response
 from router.turn import Heartbeat, Turn, TurnEnd, prepare_turn
 

@@ -1,0 +1,1 @@
+"""OpenAI Responses (what Codex speaks): controller, input items, output items, stored conversations."""
