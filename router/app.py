@@ -10,7 +10,7 @@ from litestar import Litestar
 from litestar.datastructures import State
 from litestar.di import Provide
 
-from router.api.anthropic_messages import MessagesController
+from router.api.anthropic.controller import MessagesController
 from router.api.health import HealthController
 from router.api.models import ModelsController
 from router.api.openai.chat import ChatCompletionsController

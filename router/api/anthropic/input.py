@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from router.errors import InvalidRequestError
-from router.schemas.anthropic import MessagesBody
+from router.api.anthropic.schemas import MessagesBody
 from router.translate import SamplingInput, normalize_stop
 from router.turn import ToolChoice, TurnRequest
 

@@ -10,12 +10,12 @@ from litestar import Controller, Request, post
 
 from engines.errors import EngineError
 from parsers import ContentDelta, ReasoningDelta, ToolCallArgsDelta, ToolCallEnd, ToolCallStart
-from router.anthropic_input import to_chat_messages, to_turn_request
+from router.api.anthropic.input import to_chat_messages, to_turn_request
 from router.api.dispatch import new_id, open_model, run_whole_turn
 from router.chat import normalize_messages, render_chat
 from router.errors import InvalidRequestError, RouterError, as_router_error, error_body
 from router.pool import ModelPool
-from router.schemas.anthropic import DeltaUsage, Message, MessagesBody, Usage
+from router.api.anthropic.schemas import DeltaUsage, Message, MessagesBody, Usage
 from router.schemas.decode import decode_body
 from router.sse import event_frame, sse_response
 from router.turn import Heartbeat, Turn, TurnEnd, prepare_turn

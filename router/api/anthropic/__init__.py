@@ -1,0 +1,1 @@
+"""Anthropic Messages (what Claude Code speaks): controller, request translation, bodies."""
