@@ -16,7 +16,7 @@ from router.chat import normalize_messages, render_chat
 from router.errors import InvalidRequestError, RouterError, as_router_error, error_body
 from router.pool import ModelPool
 from router.api.anthropic.schemas import DeltaUsage, Message, MessagesBody, Usage
-from router.schemas.decode import decode_body
+from router.api.decode import decode_body
 from router.sse import event_frame, sse_response
 from router.turn import Heartbeat, Turn, TurnEnd, prepare_turn
 

@@ -14,7 +14,7 @@ from parsers import ContentDelta, ReasoningDelta, ToolCallArgsDelta, ToolCallEnd
 from router.api.dispatch import new_id, now, open_model, run_whole_turn
 from router.errors import InvalidRequestError, RouterError, as_router_error, error_body
 from router.pool import ModelPool
-from router.schemas.decode import decode_body
+from router.api.decode import decode_body
 from router.api.openai.schemas import (
     ChatChoice,
     ChatCompletion,

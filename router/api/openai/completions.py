@@ -17,7 +17,7 @@ from router.api.openai.chat import usage_of
 from router.chat import tokenize_text
 from router.errors import InvalidRequestError, RouterError, as_router_error, error_body
 from router.pool import ModelHandle, ModelPool
-from router.schemas.decode import decode_body
+from router.api.decode import decode_body
 from router.api.openai.schemas import Completion, CompletionBody, CompletionChoice, CompletionLogprobs, CompletionTokensDetails, PromptTokensDetails, Usage
 from router.sse import COMMENT_KEEPALIVE, DONE_FRAME, data_frame, sse_response
 from router.textgen import Generation, GenerationRequest, TextDelta, TokenInfo

@@ -15,7 +15,7 @@ from router.pool import ModelPool
 from router.api.responses.input import flat_tools, input_messages, to_turn_request
 from router.api.responses.items import ItemBuilder
 from router.api.responses.store import ResponseStore
-from router.schemas.decode import decode_body
+from router.api.decode import decode_body
 from router.api.responses.schemas import ResponsesBody
 from router.sse import COMMENT_KEEPALIVE, event_frame, sse_response
 from router.turn import Heartbeat, Turn, TurnEnd, prepare_turn

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from router.errors import InvalidRequestError, error_body
-from router.schemas.decode import decode_body
+from router.api.decode import decode_body
 from router.api.openai.schemas import ChatCompletionBody
 
 

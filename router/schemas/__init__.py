@@ -1,1 +1,0 @@
-"""HTTP bodies: lenient inbound Structs (unknown fields ignored) and exact outbound Structs."""
