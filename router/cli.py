@@ -106,7 +106,7 @@ def _models(config_path: Path | None) -> int:
 def _parser_lines(model, *, offline: bool) -> tuple[str, str]:
     """What the server will choose for this model and why, from its files (no weights loaded)."""
     from router.model_files import ModelFilesError, resolve_model_path
-    from router.parsing import ParserConfigError, choose_parsers
+    from router.turn.parser_choice import ParserConfigError, choose_parsers
 
     try:
         # Never downloads here: a repo id not yet in the local cache is reported as such.

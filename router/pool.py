@@ -26,7 +26,7 @@ from engines.protocol import WorkerSpec
 from router.config import ModelConfig, RouterConfig
 from router.errors import ModelNotFoundError, ModelUnavailableError, OverloadedError
 from router.model_files import ModelFilesError, read_max_context, resolve_model_path
-from router.parsing import ParserChoice, ParserConfigError, choose_parsers, prompt_opens_thinking
+from router.turn.parser_choice import ParserChoice, ParserConfigError, choose_parsers, prompt_opens_thinking
 
 logger = logging.getLogger(__name__)
 

@@ -7,7 +7,7 @@ import uuid
 from collections.abc import Callable
 
 from router.pool import ModelHandle, ModelPool
-from router.turn import Turn, TurnEnd, TurnEvent
+from router.turn.turn import Turn, TurnEnd, TurnEvent
 
 
 async def open_model(pool: ModelPool, name: str) -> ModelHandle:

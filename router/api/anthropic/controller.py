@@ -12,13 +12,13 @@ from engines.errors import EngineError
 from parsers import ContentDelta, ReasoningDelta, ToolCallArgsDelta, ToolCallEnd, ToolCallStart
 from router.api.anthropic.input import to_chat_messages, to_turn_request
 from router.api.dispatch import new_id, open_model, run_whole_turn
-from router.chat import normalize_messages, render_chat
+from router.turn.template import normalize_messages, render_chat
 from router.errors import InvalidRequestError, RouterError, as_router_error, error_body
 from router.pool import ModelPool
 from router.api.anthropic.schemas import DeltaUsage, Message, MessagesBody, Usage
 from router.api.decode import decode_body
 from router.sse import event_frame, sse_response
-from router.turn import Heartbeat, Turn, TurnEnd, prepare_turn
+from router.turn.turn import Heartbeat, Turn, TurnEnd, prepare_turn
 
 _STOP_REASONS = {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_use"}
 

@@ -6,8 +6,8 @@ from typing import Any
 
 from router.errors import InvalidRequestError
 from router.api.anthropic.schemas import MessagesBody
-from router.translate import SamplingInput, normalize_stop
-from router.turn import ToolChoice, TurnRequest
+from router.turn.sampling import SamplingInput, normalize_stop
+from router.turn.turn import ToolChoice, TurnRequest
 
 # Server-side tools Anthropic runs itself (web search, code execution...); a local model cannot.
 _CLIENT_TOOL_TYPES = {None, "custom"}

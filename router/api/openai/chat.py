@@ -33,9 +33,9 @@ from router.api.openai.schemas import (
     Usage,
 )
 from router.sse import COMMENT_KEEPALIVE, DONE_FRAME, data_frame, sse_response
-from router.textgen import Generation, TokenInfo
-from router.translate import normalize_stop, sampling_input
-from router.turn import Heartbeat, LogprobsDelta, ToolChoice, Turn, TurnEnd, TurnRequest, prepare_turn
+from router.turn.textgen import Generation, TokenInfo
+from router.turn.sampling import normalize_stop, sampling_input
+from router.turn.turn import Heartbeat, LogprobsDelta, ToolChoice, Turn, TurnEnd, TurnRequest, prepare_turn
 
 logger = logging.getLogger(__name__)
 

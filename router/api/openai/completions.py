@@ -14,14 +14,14 @@ from msgspec import UNSET
 from engines.errors import EngineError
 from router.api.dispatch import new_id, now, open_model
 from router.api.openai.chat import usage_of
-from router.chat import tokenize_text
+from router.turn.template import tokenize_text
 from router.errors import InvalidRequestError, RouterError, as_router_error, error_body
 from router.pool import ModelHandle, ModelPool
 from router.api.decode import decode_body
 from router.api.openai.schemas import Completion, CompletionBody, CompletionChoice, CompletionLogprobs, CompletionTokensDetails, PromptTokensDetails, Usage
 from router.sse import COMMENT_KEEPALIVE, DONE_FRAME, data_frame, sse_response
-from router.textgen import Generation, GenerationRequest, TextDelta, TokenInfo
-from router.translate import build_sampling, normalize_stop, resolve_max_tokens, sampling_input
+from router.turn.textgen import Generation, GenerationRequest, TextDelta, TokenInfo
+from router.turn.sampling import build_sampling, normalize_stop, resolve_max_tokens, sampling_input
 
 MAX_COMPLETION_LOGPROBS = 5
 

@@ -18,7 +18,7 @@ from router.api.responses.store import ResponseStore
 from router.api.decode import decode_body
 from router.api.responses.schemas import ResponsesBody
 from router.sse import COMMENT_KEEPALIVE, event_frame, sse_response
-from router.turn import Heartbeat, Turn, TurnEnd, prepare_turn
+from router.turn.turn import Heartbeat, Turn, TurnEnd, prepare_turn
 
 
 class ResponsesController(Controller):

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from router.chat import content_text
+from router.turn.template import content_text
 from router.errors import InvalidRequestError
 from router.api.responses.schemas import ResponsesBody
-from router.translate import SamplingInput
-from router.turn import ToolChoice, TurnRequest
+from router.turn.sampling import SamplingInput
+from router.turn.turn import ToolChoice, TurnRequest
 
 def to_turn_request(body: ResponsesBody, history: list[dict[str, Any]]) -> TurnRequest:
     """``history`` holds the chat messages of ``previous_response_id``'s conversation, if any."""

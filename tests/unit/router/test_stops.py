@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from router.stops import StopStringMatcher
+from router.turn.stops import StopStringMatcher
 
 
 def run(chunks: list[str], stops: list[str]) -> tuple[str, bool]:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from engines.errors import EngineRequestError
 from engines.protocol import AddRequest, FinishReason, SamplingParams, TokenLogprob
 from router.pool import ModelHandle
-from router.stops import StopStringMatcher
+from router.turn.stops import StopStringMatcher
 
 _FINISH_TEXT = {FinishReason.STOP: "stop", FinishReason.LENGTH: "length", FinishReason.ABORT: "abort"}
 

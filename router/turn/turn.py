@@ -12,11 +12,11 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from parsers import ContentDelta, ParseEvent, ReasoningDelta, ToolCallArgsDelta, ToolCallEnd, ToolCallStart, make_output_parser
-from router.chat import RenderedPrompt, normalize_messages, render_chat
+from router.turn.template import RenderedPrompt, normalize_messages, render_chat
 from router.errors import InvalidRequestError
 from router.pool import ModelHandle
-from router.textgen import Generation, GenerationRequest, TokenInfo
-from router.translate import SamplingInput, build_sampling, resolve_max_tokens
+from router.turn.textgen import Generation, GenerationRequest, TokenInfo
+from router.turn.sampling import SamplingInput, build_sampling, resolve_max_tokens
 
 ToolChoiceMode = Literal["auto", "none", "required", "named"]
 

@@ -1,0 +1,1 @@
+"""The API-neutral path of one turn: chat template, tokens, sampling and limits, text generation, stops, output parsing."""
