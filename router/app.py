@@ -16,7 +16,7 @@ from router.api.models import ModelsController
 from router.api.openai.chat import ChatCompletionsController
 from router.api.openai.completions import CompletionsController
 from router.api.responses.controller import ResponsesController
-from router.config import RouterConfig, resolve_runtime_dir
+from router.ops.config import RouterConfig, resolve_runtime_dir
 from router.errors import handle_exception
 from router.pool import ModelPool
 from router.api.responses.store import ResponseStore

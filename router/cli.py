@@ -7,7 +7,7 @@ import logging
 import sys
 from pathlib import Path
 
-from router.config import ConfigError, RouterConfig, load_config, resolve_runtime_dir, single_model_config, validate_file
+from router.ops.config import ConfigError, RouterConfig, load_config, resolve_runtime_dir, single_model_config, validate_file
 
 logger = logging.getLogger("router")
 

@@ -23,7 +23,7 @@ import anyio
 from engines.client import WorkerHandle, WorkerState
 from engines.errors import WorkerLoadError, WorkerNotReadyError
 from engines.protocol import WorkerSpec
-from router.config import ModelConfig, RouterConfig
+from router.ops.config import ModelConfig, RouterConfig
 from router.errors import ModelNotFoundError, ModelUnavailableError, OverloadedError
 from router.model_files import ModelFilesError, read_max_context, resolve_model_path
 from router.turn.parser_choice import ParserChoice, ParserConfigError, choose_parsers, prompt_opens_thinking

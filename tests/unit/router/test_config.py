@@ -10,7 +10,7 @@ from typing import Any
 import pydantic
 import pytest
 
-from router.config import (
+from router.ops.config import (
     ConfigError,
     KVCacheConfig,
     ModelConfig,
@@ -363,7 +363,7 @@ def test_glob_aliases_may_overlap():
 
 
 def test_alias_conflicts_also_checks_validated_models():
-    from router.config.load import alias_conflicts
+    from router.ops.config.load import alias_conflicts
 
     models = {"a": ModelConfig(path="x", aliases=("fast",)), "b": ModelConfig(path="y", aliases=("fast", "a"))}
     assert alias_conflicts(models) == [
@@ -373,7 +373,7 @@ def test_alias_conflicts_also_checks_validated_models():
 
 
 def test_settings_view_mirrors_router_config():
-    from router.config.load import _RouterSettings
+    from router.ops.config.load import _RouterSettings
 
     # The pydantic-settings class repeats RouterConfig's fields; a new top-level table must go in both.
     assert {name: f.annotation for name, f in _RouterSettings.model_fields.items()} == {
