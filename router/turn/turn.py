@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from parsers import ContentDelta, ParseEvent, ReasoningDelta, ToolCallArgsDelta, ToolCallEnd, ToolCallStart, make_output_parser
-from router.turn.template import RenderedPrompt, normalize_messages, render_chat
+from router.turn.messages import normalize_messages
+from router.turn.template import RenderedPrompt, render_chat
 from router.errors import InvalidRequestError
 from router.pool import ModelHandle
 from router.turn.textgen import Generation, GenerationRequest, TokenInfo

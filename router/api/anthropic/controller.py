@@ -12,7 +12,8 @@ from engines.errors import EngineError
 from parsers import ContentDelta, ReasoningDelta, ToolCallArgsDelta, ToolCallEnd, ToolCallStart
 from router.api.anthropic.input import to_chat_messages, to_turn_request
 from router.api.dispatch import new_id, open_model, run_whole_turn
-from router.turn.template import normalize_messages, render_chat
+from router.turn.messages import normalize_messages
+from router.turn.template import render_chat
 from router.errors import InvalidRequestError, RouterError, as_router_error, error_body
 from router.pool import ModelPool
 from router.api.anthropic.schemas import DeltaUsage, Message, MessagesBody, Usage

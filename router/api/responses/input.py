@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from router.turn.template import content_text
+from router.turn.messages import content_text
 from router.errors import InvalidRequestError
 from router.api.responses.schemas import ResponsesBody
 from router.turn.sampling import SamplingInput
