@@ -15,6 +15,7 @@ import argparse
 import asyncio
 import json
 import os
+import secrets
 import statistics
 import subprocess
 import sys
@@ -128,7 +129,7 @@ async def router_overhead(model_dir: Path, work: Path, args) -> dict:
 
     tokenizer = load_tokenizer(model_dir)
     spec = WorkerSpec(model_id="direct", model_path=str(model_dir), socket_path=str(work / "direct.sock"),
-                      max_concurrency=8, prefill_step=2048, max_context=4096)
+                      token=secrets.token_hex(16), max_concurrency=8, prefill_step=2048, max_context=4096)
     handle = WorkerHandle(spec)
     await handle.wait_ready(300)
     port = free_port()

@@ -9,6 +9,9 @@ States follow llama-swap's process lifecycle:
 
 One reader task per worker is the only loop over ``StepOutputs``; it hands each
 ``TokenDelta`` to its request's mailbox.
+
+Only a connection that says ``WorkerHello`` with this handle's token is taken for its worker;
+anything else that reaches the socket (another router's worker, a stray client) is closed.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import enum
+import hmac
 import logging
 import os
 import sys
@@ -28,12 +32,15 @@ from engines.errors import WorkerDiedError, WorkerLoadError, WorkerNotReadyError
 from engines.protocol import (
     FRAME_HEADER,
     MAX_FRAME_BYTES,
+    PROTOCOL_VERSION,
     AbortRequest,
     AddRequest,
+    RouterWelcome,
     Shutdown,
     StepOutputs,
     TokenDelta,
     WorkerFatal,
+    WorkerHello,
     WorkerReady,
     WorkerSpec,
     decode_output,
@@ -43,6 +50,8 @@ from engines.protocol import (
 logger = logging.getLogger(__name__)
 
 RESTART_BACKOFF_S = (0.5, 1.0, 2.0, 5.0, 10.0, 30.0)
+HELLO_TIMEOUT_S = 10.0
+SPEC_ENV = "RAPIDMLX_WORKER_SPEC"  # engines.worker reads its spec from here
 
 
 class WorkerState(enum.Enum):
@@ -92,6 +101,7 @@ class WorkerHandle:
         self.state = WorkerState.STOPPED
         self.last_error: str | None = None
         self.restarts = 0
+        self.vocab_size = 0  # from the worker's WorkerReady
         self._load_timeout_s = load_timeout_s
         self._process: asyncio.subprocess.Process | None = None
         self._writer: asyncio.StreamWriter | None = None
@@ -187,11 +197,13 @@ class WorkerHandle:
         socket_path.unlink(missing_ok=True)
         connected: asyncio.Future = asyncio.get_running_loop().create_future()
 
-        def on_connect(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-            if not connected.done():
+        async def on_connect(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            if await self._is_our_worker(reader) and not connected.done():
+                writer.write(encode_frame(RouterWelcome(self.spec.token)))
                 connected.set_result((reader, writer))
-            else:
-                writer.close()
+                return
+            logger.warning("worker[%s]: closed a connection that is not this router's worker", self.spec.model_id)
+            writer.close()
 
         server = await asyncio.start_unix_server(on_connect, path=str(socket_path), limit=MAX_FRAME_BYTES)
         os.chmod(socket_path, 0o600)
@@ -202,7 +214,7 @@ class WorkerHandle:
             if isinstance(ready, str):
                 self.last_error = ready
                 return ready
-            self.state, self.last_error = WorkerState.READY, None
+            self.state, self.last_error, self.vocab_size = WorkerState.READY, None, ready.vocab_size
             self._ready.set()
             logger.info("worker[%s] ready (pid %s)", self.spec.model_id, self._process.pid)
             await self._pump(reader)
@@ -220,9 +232,23 @@ class WorkerHandle:
                 self.state = WorkerState.FAILED
 
     async def _spawn(self) -> asyncio.subprocess.Process:
-        spec_json = msgspec.json.encode(self.spec).decode()
+        # The spec (with its token) goes in the environment: other local users can read a
+        # process's command line, not its environment.
+        env = {**os.environ, SPEC_ENV: msgspec.json.encode(self.spec).decode()}
         # A fresh interpreter (fork+exec), never a fork of the router: MLX must not be forked.
-        return await asyncio.create_subprocess_exec(sys.executable, "-m", "engines.worker", "--spec", spec_json)
+        return await asyncio.create_subprocess_exec(sys.executable, "-m", "engines.worker", "--model-id", self.spec.model_id, env=env)
+
+    async def _is_our_worker(self, reader: asyncio.StreamReader) -> bool:
+        """Whether the peer's first frame is a hello with this handle's token and protocol."""
+        try:
+            hello = await asyncio.wait_for(self._read_frame(reader), timeout=HELLO_TIMEOUT_S)
+        except (asyncio.IncompleteReadError, ConnectionError, TimeoutError, ValueError, msgspec.DecodeError):
+            return False
+        return (
+            isinstance(hello, WorkerHello)
+            and hmac.compare_digest(hello.token, self.spec.token)
+            and hello.protocol_version == PROTOCOL_VERSION
+        )
 
     async def _await_connection(self, connected: asyncio.Future):
         exited = asyncio.ensure_future(self._process.wait())
@@ -235,7 +261,7 @@ class WorkerHandle:
     async def _handshake(self, reader: asyncio.StreamReader) -> WorkerReady | str:
         try:
             message = await asyncio.wait_for(self._read_frame(reader), timeout=self._load_timeout_s)
-        except (asyncio.IncompleteReadError, TimeoutError):
+        except (asyncio.IncompleteReadError, ConnectionError, TimeoutError, ValueError, msgspec.DecodeError):
             raise WorkerLoadError(f"worker for {self.spec.model_id!r} died while loading") from None
         if isinstance(message, WorkerFatal):
             return message.message
@@ -250,6 +276,9 @@ class WorkerHandle:
                 message = await self._read_frame(reader)
             except (asyncio.IncompleteReadError, ConnectionError):
                 return
+            except (ValueError, msgspec.DecodeError):
+                logger.error("worker[%s] sent a malformed frame; restarting it", self.spec.model_id, exc_info=True)
+                return
             if isinstance(message, StepOutputs):
                 for delta in message.outputs:
                     mailbox = self._mailboxes.get(delta.request_id)
@@ -263,6 +292,8 @@ class WorkerHandle:
     async def _read_frame(reader: asyncio.StreamReader):
         header = await reader.readexactly(FRAME_HEADER.size)
         (size,) = FRAME_HEADER.unpack(header)
+        if size > MAX_FRAME_BYTES:
+            raise ValueError(f"frame of {size} bytes exceeds the limit")
         return decode_output(await reader.readexactly(size))
 
     async def _terminate(self, timeout_s: float) -> None:

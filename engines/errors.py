@@ -1,4 +1,4 @@
-"""Errors a router sees from its workers."""
+"""Errors a router sees from its workers, and the one a worker dies of."""
 
 
 class EngineError(Exception):
@@ -22,4 +22,16 @@ class WorkerLoadError(EngineError):
 
 
 class EngineRequestError(EngineError):
-    """The engine rejected or failed one request; the worker keeps serving."""
+    """The engine rejected or failed one request; the worker keeps serving.
+
+    ``invalid`` says the request broke the engine's contract (a 400, the router should
+    have caught it first); otherwise the engine failed serving it (a 500).
+    """
+
+    def __init__(self, message: str, *, invalid: bool = False) -> None:
+        super().__init__(message)
+        self.invalid = invalid
+
+
+class EngineUnrecoverableError(EngineError):
+    """Inside a worker: a reset engine still cannot generate, so the process must be replaced."""

@@ -4,18 +4,32 @@ Frames are msgpack-encoded msgspec Structs, each prefixed by a 4-byte big-endian
 over a Unix-domain socket. The router sends ``WorkerInput``; the worker answers with a
 ``WorkerReady`` handshake, then one ``StepOutputs`` per engine step (every sequence that
 produced a token in that step, batched), and ``WorkerFatal`` just before dying of an error.
+
+A connection opens with a hello both ways (``WorkerHello`` then ``RouterWelcome``), each
+carrying the spec's ``token``, so a worker that reached another router's listener, or a
+listener that is not its router, is told apart before any request crosses.
+
+``sampling_problem`` and ``token_problem`` say what a valid request is: the router checks a
+request with them before sending it (a 400 naming the field), and the worker checks it again
+on arrival, so a request that slips past one side still fails alone instead of failing a step.
 """
 
 from __future__ import annotations
 
 import enum
+import math
 import struct
 
 import msgspec
 
-PROTOCOL_VERSION = 1
+PROTOCOL_VERSION = 2
 FRAME_HEADER = struct.Struct(">I")
 MAX_FRAME_BYTES = 256 * 1024 * 1024
+
+# Seeds are 64-bit as in vLLM and OpenAI (negative seeds allowed); msgpack carries at most 64 bits.
+SEED_MIN, SEED_MAX = -(2**63), 2**64 - 1
+MAX_TOP_LOGPROBS = 20
+MAX_LOGIT_BIAS = 100.0
 
 
 class FinishReason(enum.IntEnum):
@@ -28,6 +42,13 @@ class FinishReason(enum.IntEnum):
 
     def __str__(self) -> str:
         return self.name.lower()
+
+
+class ErrorKind(enum.IntEnum):
+    """Whose fault a failed request was: the router answers 400 for one, 500 for the other."""
+
+    INVALID_REQUEST = 0  # the request breaks the contract (the router should have caught it)
+    ENGINE = 1  # the engine failed while serving it; the details are in the worker's log
 
 
 class SamplingParams(msgspec.Struct, frozen=True, array_like=True, omit_defaults=True, gc=False):
@@ -67,9 +88,6 @@ class Shutdown(msgspec.Struct, frozen=True, array_like=True, tag="shutdown", gc=
     """Finish the current step, then exit."""
 
 
-WorkerInput = AddRequest | AbortRequest | Shutdown
-
-
 class TopLogprob(msgspec.Struct, frozen=True, array_like=True, gc=False):
     token_id: int
     logprob: float
@@ -92,7 +110,9 @@ class TokenDelta(msgspec.Struct, frozen=True, array_like=True, omit_defaults=Tru
     logprobs: list[TokenLogprob] | None = None
     # Prompt tokens served from the prefix cache; sent with the first delta of a request.
     cached_tokens: int | None = None
+    # With FinishReason.ERROR: a message in our words (no exception text) and whose fault it was.
     error: str | None = None
+    error_kind: ErrorKind | None = None
 
 
 class WorkerStats(msgspec.Struct, frozen=True, array_like=True, gc=False):
@@ -105,13 +125,28 @@ class StepOutputs(msgspec.Struct, frozen=True, array_like=True, tag="step", gc=F
     stats: WorkerStats | None = None
 
 
+class WorkerHello(msgspec.Struct, frozen=True, array_like=True, tag="hello", gc=False):
+    """First frame from a worker, sent as soon as it connects (before the model loads)."""
+
+    protocol_version: int
+    token: str  # WorkerSpec.token: proves this worker was started by the listening router
+    pid: int
+
+
+class RouterWelcome(msgspec.Struct, frozen=True, array_like=True, tag="welcome", gc=False):
+    """The router's answer to a hello it accepted; a worker that never gets it exits."""
+
+    token: str
+
+
 class WorkerReady(msgspec.Struct, frozen=True, array_like=True, tag="ready", gc=False):
-    """First frame from a worker: the model is loaded and the scheduler is running."""
+    """The model is loaded and the scheduler is running."""
 
     protocol_version: int
     model_id: str
     max_context: int
     pid: int
+    vocab_size: int  # rows of the model's logits: the bound for token ids, top_k and logit_bias
 
 
 class WorkerFatal(msgspec.Struct, frozen=True, array_like=True, tag="fatal", gc=False):
@@ -120,7 +155,8 @@ class WorkerFatal(msgspec.Struct, frozen=True, array_like=True, tag="fatal", gc=
     message: str
 
 
-WorkerOutput = WorkerReady | StepOutputs | WorkerFatal
+WorkerInput = AddRequest | AbortRequest | Shutdown | RouterWelcome
+WorkerOutput = WorkerHello | WorkerReady | StepOutputs | WorkerFatal
 
 _encoder = msgspec.msgpack.Encoder()
 _input_decoder = msgspec.msgpack.Decoder(WorkerInput)
@@ -142,12 +178,65 @@ def decode_output(payload: bytes) -> WorkerOutput:
 
 
 class WorkerSpec(msgspec.Struct, frozen=True, kw_only=True):
-    """How to start a worker: handed to the process as JSON on its command line."""
+    """How to start a worker: handed to the process as JSON in its environment.
+
+    Not on the command line, which every local user can read: ``token`` is a secret between
+    one router and the workers it starts.
+    """
 
     model_id: str
     model_path: str  # a local directory (the router resolves repo ids before spawning)
     socket_path: str
+    token: str
     max_concurrency: int
     prefill_step: int
     max_context: int
     log_level: str = "info"
+
+
+# ---------------------------------------------------------------- what a valid request is
+
+
+def _finite_in(value: float, low: float, high: float, *, low_open: bool = False) -> bool:
+    return math.isfinite(value) and (low < value if low_open else low <= value) and value <= high
+
+
+def sampling_problem(params: SamplingParams, vocab_size: int) -> tuple[str, str] | None:
+    """The first field of ``params`` the engine cannot sample with, as (field, message).
+
+    Field names are the OpenAI request's names (``top_k``, ``logit_bias``...). NaN and
+    infinities fail every range: a NaN temperature would sample garbage, a failed check in
+    mlx-lm's compiled samplers poisons the process's random state.
+    """
+    ranges = (
+        ("temperature", params.temperature, 0.0, 2.0, False),
+        ("top_p", params.top_p, 0.0, 1.0, True),
+        ("min_p", params.min_p, 0.0, 1.0, False),
+        ("repetition_penalty", params.repetition_penalty, 0.0, 100.0, True),
+        ("presence_penalty", params.presence_penalty, -2.0, 2.0, False),
+        ("frequency_penalty", params.frequency_penalty, -2.0, 2.0, False),
+    )
+    for name, value, low, high, low_open in ranges:
+        if not _finite_in(value, low, high, low_open=low_open):
+            bound = f"({low}, {high}]" if low_open else f"[{low}, {high}]"
+            return name, f"'{name}' must be a number in {bound}, got {value}."
+    if not 0 <= params.top_k <= vocab_size:
+        return "top_k", f"'top_k' must be between 0 (off) and the vocabulary size {vocab_size}, got {params.top_k}."
+    if params.seed is not None and not SEED_MIN <= params.seed <= SEED_MAX:
+        return "seed", f"'seed' must be a 64-bit integer, got {params.seed}."
+    if params.top_logprobs is not None and not 0 <= params.top_logprobs <= min(MAX_TOP_LOGPROBS, vocab_size):
+        return "top_logprobs", f"'top_logprobs' must be between 0 and {min(MAX_TOP_LOGPROBS, vocab_size)}."
+    for token_id, bias in (params.logit_bias or {}).items():
+        if not 0 <= token_id < vocab_size:
+            return "logit_bias", f"'logit_bias' key {token_id} is not a token id of this model (0 to {vocab_size - 1})."
+        if not _finite_in(bias, -MAX_LOGIT_BIAS, MAX_LOGIT_BIAS):
+            return "logit_bias", f"'logit_bias' values must be between {-MAX_LOGIT_BIAS:g} and {MAX_LOGIT_BIAS:g}, got {bias}."
+    return None
+
+
+def token_problem(token_ids: list[int], vocab_size: int, field: str) -> tuple[str, str] | None:
+    """``(field, message)`` if a token id lies outside the model's vocabulary."""
+    for token_id in token_ids:
+        if not 0 <= token_id < vocab_size:
+            return field, f"'{field}' holds token id {token_id}, outside this model's vocabulary (0 to {vocab_size - 1})."
+    return None

@@ -4,6 +4,12 @@ Every method runs on the worker's scheduler thread, the only thread that touches
 One ``step()`` is one ``BatchGenerator.next()``: a decode step for every running sequence
 plus at most one prefill chunk (``prefill_step`` tokens) for waiting prompts, so a long
 prompt never stalls the running decodes for more than one chunk.
+
+Failures stay as small as they can be: a request the contract forbids is rejected at
+``add`` (checked again here, whatever the router checked); an exception in one request's
+sampler fails that request (``RowGuard``); a step that raises anywhere else fails every
+request in flight, and ``rebuild`` starts a clean generator and proves it with a probe
+generation, or raises ``EngineUnrecoverableError`` so the worker exits and is restarted.
 """
 
 from __future__ import annotations
@@ -14,19 +20,27 @@ from dataclasses import dataclass
 import mlx.core as mx
 from mlx_lm.generate import BatchGenerator, StopSequences
 
+from engines.errors import EngineUnrecoverableError
 from engines.protocol import (
     AddRequest,
+    ErrorKind,
     FinishReason,
+    SamplingParams,
     StepOutputs,
     TokenDelta,
     TokenLogprob,
     TopLogprob,
+    sampling_problem,
+    token_problem,
 )
-from engines.sampling import make_processors, make_sampler
+from engines.sampling import RowGuard, make_processors, make_sampler, reset_random_state
 
 logger = logging.getLogger(__name__)
 
 _FINISH_REASONS = {"stop": FinishReason.STOP, "length": FinishReason.LENGTH}
+# What clients are told when the engine, not their request, failed (the details go to the log).
+ENGINE_FAILED = "the engine failed while generating this request"
+_PROBE_STEPS = 8
 
 
 @dataclass
@@ -34,7 +48,16 @@ class _Sequence:
     request_id: str
     top_logprobs: int | None
     cached_tokens: int
+    guard: RowGuard
     announced: bool = False  # whether cached_tokens went out with a delta yet
+
+
+def model_vocab_size(model) -> int:
+    """Rows of the model's logits (its config's vocab_size; tokenizers may have fewer)."""
+    size = getattr(getattr(model, "args", None), "vocab_size", None)
+    if not isinstance(size, int) or size < 2:
+        raise ValueError("cannot tell the model's vocabulary size (model.args.vocab_size)")
+    return size
 
 
 class Scheduler:
@@ -43,20 +66,21 @@ class Scheduler:
     def __init__(self, model, *, max_concurrency: int, prefill_step: int, max_context: int) -> None:
         self._model = model
         self._max_context = max_context
-        self._generator = self._new_generator(max_concurrency, prefill_step)
+        self.vocab_size = model_vocab_size(model)
         self._max_concurrency = max_concurrency
         self._prefill_step = prefill_step
+        self._generator = self._new_generator()
         self._by_uid: dict[int, _Sequence] = {}
         self._uid_by_request: dict[str, int] = {}
         self._rejected: list[TokenDelta] = []
 
-    def _new_generator(self, max_concurrency: int, prefill_step: int) -> BatchGenerator:
+    def _new_generator(self) -> BatchGenerator:
         return BatchGenerator(
             self._model,
-            completion_batch_size=max_concurrency,
+            completion_batch_size=self._max_concurrency,
             # Prompts prefill together in chunks; more than a few at once only delays first tokens.
-            prefill_batch_size=min(max_concurrency, 8),
-            prefill_step_size=prefill_step,
+            prefill_batch_size=min(self._max_concurrency, 8),
+            prefill_step_size=self._prefill_step,
         )
 
     # ------------------------------------------------------------------ public API
@@ -69,44 +93,63 @@ class Scheduler:
         """Queue a request; it joins the batch at the next step. Bad requests fail, never raise."""
         error = self._validate(request)
         if error is not None:
-            self._reject(request.request_id, error)
+            self._reject(request.request_id, error, ErrorKind.INVALID_REQUEST)
             return
-        stops = StopSequences([[token] for token in request.stop_token_ids])
-        (uid,) = self._generator.insert(
-            [list(request.prompt_tokens)],
-            max_tokens=[request.max_tokens],
-            samplers=[make_sampler(request.sampling)],
-            logits_processors=[make_processors(request.sampling)],
-            stop_sequences=[stops],
-        )
-        self._by_uid[uid] = _Sequence(request.request_id, request.sampling.top_logprobs, cached_tokens=0)
+        try:
+            guard = RowGuard(make_sampler(request.sampling, self.vocab_size), make_processors(request.sampling))
+            (uid,) = self._generator.insert(
+                [list(request.prompt_tokens)],
+                max_tokens=[request.max_tokens],
+                samplers=[guard.sampler],
+                logits_processors=[guard.processors],
+                stop_sequences=[StopSequences([[token] for token in request.stop_token_ids])],
+            )
+        except Exception:  # one request's admission; the batch is untouched
+            logger.error("could not admit request %s", request.request_id, exc_info=True)
+            reset_random_state()
+            self._reject(request.request_id, ENGINE_FAILED, ErrorKind.ENGINE)
+            return
+        self._by_uid[uid] = _Sequence(request.request_id, request.sampling.top_logprobs, cached_tokens=0, guard=guard)
         self._uid_by_request[request.request_id] = uid
 
     def abort(self, request_ids: list[str]) -> None:
         """Free the slots of these requests now; their KV memory goes with them."""
-        uids = [self._uid_by_request.pop(rid) for rid in request_ids if rid in self._uid_by_request]
-        if uids:
-            self._generator.remove(uids)
-            for uid in uids:
-                sequence = self._by_uid.pop(uid)
-                self._rejected.append(TokenDelta(sequence.request_id, [], FinishReason.ABORT))
+        for uid in self._release([rid for rid in request_ids if rid in self._uid_by_request]):
+            self._rejected.append(TokenDelta(self._by_uid.pop(uid).request_id, [], FinishReason.ABORT))
 
     def step(self) -> StepOutputs:
         """Run one engine step and collect what every sequence produced."""
         outputs, self._rejected = self._rejected, []
         if self._by_uid:
             _, responses = self._generator.next()
-            outputs.extend(self._collect(response) for response in responses)
+            failed = {uid for uid, sequence in self._by_uid.items() if sequence.guard.error is not None}
+            outputs.extend(self._collect(response) for response in responses if response.uid not in failed)
+            outputs.extend(self._fail_guarded(failed))
         return StepOutputs(outputs)
 
-    def fail_all(self, message: str) -> StepOutputs:
-        """After an engine error: fail every request and start from a fresh generator."""
-        outputs = [TokenDelta(s.request_id, [], FinishReason.ERROR, error=message) for s in self._by_uid.values()]
+    def fail_all(self) -> StepOutputs:
+        """After a step that raised: fail every request in flight (call ``rebuild`` next)."""
+        outputs = [_engine_failure(s.request_id) for s in self._by_uid.values()]
         self._by_uid.clear()
         self._uid_by_request.clear()
-        self._generator.close()
-        self._generator = self._new_generator(self._max_concurrency, self._prefill_step)
         return StepOutputs(outputs)
+
+    def rebuild(self) -> None:
+        """Replace the generator with a clean one, after proving a probe generation works.
+
+        Raises:
+            EngineUnrecoverableError: the probe failed too; the process must be replaced.
+        """
+        try:
+            self._generator.close()
+        except Exception:  # the old generator is being thrown away; its state is suspect anyway
+            logger.warning("closing the failed generator raised", exc_info=True)
+        reset_random_state()
+        try:
+            self._probe()
+        except Exception as exc:
+            raise EngineUnrecoverableError(f"a probe generation failed after the engine was reset: {type(exc).__name__}") from exc
+        self._generator = self._new_generator()
 
     def close(self) -> None:
         self._generator.close()
@@ -125,11 +168,42 @@ class Scheduler:
                 f"prompt ({len(request.prompt_tokens)} tokens) plus max_tokens ({request.max_tokens}) "
                 f"exceeds the context of {self._max_context} tokens"
             )
-        return None
+        problem = (
+            sampling_problem(request.sampling, self.vocab_size)
+            or token_problem(request.prompt_tokens, self.vocab_size, "prompt")
+            or token_problem(request.stop_token_ids, self.vocab_size, "stop_token_ids")
+        )
+        return problem[1] if problem else None
 
-    def _reject(self, request_id: str, message: str) -> None:
+    def _reject(self, request_id: str, message: str, kind: ErrorKind) -> None:
         logger.warning("rejected request %s: %s", request_id, message)
-        self._rejected.append(TokenDelta(request_id, [], FinishReason.ERROR, error=message))
+        self._rejected.append(TokenDelta(request_id, [], FinishReason.ERROR, error=message, error_kind=kind))
+
+    def _release(self, request_ids: list[str]) -> list[int]:
+        """Take these requests out of the generator; returns their uids (still in ``_by_uid``)."""
+        uids = [self._uid_by_request.pop(rid) for rid in request_ids]
+        if uids:
+            self._generator.remove(uids)
+        return uids
+
+    def _fail_guarded(self, uids: set[int]) -> list[TokenDelta]:
+        """Fail the requests whose sampler raised this step; the rest of the batch goes on."""
+        self._release([self._by_uid[uid].request_id for uid in uids])
+        return [_engine_failure(self._by_uid.pop(uid).request_id) for uid in uids]
+
+    def _probe(self) -> None:
+        """Generate two sampled tokens on a throwaway generator: the forward pass and the PRNG work."""
+        generator = self._new_generator()
+        try:
+            sampler = make_sampler(SamplingParams(temperature=1.0), self.vocab_size)
+            generator.insert([[0, 1]], max_tokens=[2], samplers=[sampler], stop_sequences=[StopSequences([])])
+            for _ in range(_PROBE_STEPS):
+                _, responses = generator.next()
+                if any(response.finish_reason for response in responses):
+                    return
+            raise RuntimeError(f"the probe did not finish in {_PROBE_STEPS} steps")
+        finally:
+            generator.close()
 
     def _collect(self, response) -> TokenDelta:
         sequence = self._by_uid[response.uid]
@@ -146,6 +220,10 @@ class Scheduler:
             del self._by_uid[response.uid]
             del self._uid_by_request[sequence.request_id]
         return TokenDelta(sequence.request_id, emitted, finish, logprobs, cached)
+
+
+def _engine_failure(request_id: str) -> TokenDelta:
+    return TokenDelta(request_id, [], FinishReason.ERROR, error=ENGINE_FAILED, error_kind=ErrorKind.ENGINE)
 
 
 def _token_logprob(token: int, logprobs: mx.array, top: int) -> TokenLogprob:

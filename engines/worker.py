@@ -1,4 +1,6 @@
-"""Process entry of a model worker: ``python -m engines.worker --spec JSON``.
+"""Process entry of a model worker: ``python -m engines.worker --model-id ID``, with its
+``WorkerSpec`` as JSON in ``RAPIDMLX_WORKER_SPEC`` (the environment is private to its user;
+the command line is not).
 
 Two threads, so the engine loop never waits to read a socket (the shape of vLLM's engine core):
 - the reader thread decodes ``WorkerInput`` frames into a queue;
@@ -6,13 +8,18 @@ Two threads, so the engine loop never waits to read a socket (the shape of vLLM'
   step's outputs; it is the only thread that makes MLX calls.
 Outputs are sent from the engine thread itself: a frame is a few hundred bytes and the router
 always reads, so a writer thread would only add a hand-off per step.
-The router owns the listening socket; the worker connects to it, says ``WorkerReady`` and
-exits when the router closes the connection or sends ``Shutdown``.
+The router owns the listening socket; the worker connects to it, trades hellos carrying the
+spec's token (and exits if the listener is not its router), says ``WorkerReady`` once the
+model is loaded, and exits when the router closes the connection or sends ``Shutdown``. An
+engine that cannot recover from a failed step sends ``WorkerFatal`` and exits non-zero, and
+the router starts a fresh process.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import hmac
 import logging
 import os
 import queue
@@ -29,16 +36,24 @@ from engines.protocol import (
     PROTOCOL_VERSION,
     AbortRequest,
     AddRequest,
+    RouterWelcome,
     Shutdown,
     WorkerFatal,
+    WorkerHello,
     WorkerInput,
     WorkerReady,
     WorkerSpec,
+    StepOutputs,
     decode_input,
     encode_frame,
 )
+from engines.errors import EngineUnrecoverableError
 
 logger = logging.getLogger("engines.worker")
+
+SPEC_ENV = "RAPIDMLX_WORKER_SPEC"
+WELCOME_TIMEOUT_S = 30.0
+EXIT_NOT_MY_ROUTER = 3
 
 
 def _recv_exact(sock: socket.socket, size: int) -> bytes | None:
@@ -52,23 +67,43 @@ def _recv_exact(sock: socket.socket, size: int) -> bytes | None:
     return b"".join(chunks)
 
 
+def _recv_frame(sock: socket.socket) -> WorkerInput | None:
+    """One input frame, or None at end of stream."""
+    header = _recv_exact(sock, FRAME_HEADER.size)
+    if header is None:
+        return None
+    (size,) = FRAME_HEADER.unpack(header)
+    if size > MAX_FRAME_BYTES:
+        raise ValueError(f"frame of {size} bytes exceeds the limit")
+    payload = _recv_exact(sock, size)
+    return None if payload is None else decode_input(payload)
+
+
 def read_inputs(sock: socket.socket, inbox: queue.Queue[WorkerInput]) -> None:
     """Reader thread: frames → ``inbox``; a closed or broken connection becomes ``Shutdown``."""
     try:
-        while True:
-            header = _recv_exact(sock, FRAME_HEADER.size)
-            if header is None:
-                break
-            (size,) = FRAME_HEADER.unpack(header)
-            if size > MAX_FRAME_BYTES:
-                raise ValueError(f"frame of {size} bytes exceeds the limit")
-            payload = _recv_exact(sock, size)
-            if payload is None:
-                break
-            inbox.put(decode_input(payload))
+        while (message := _recv_frame(sock)) is not None:
+            inbox.put(message)
     except (OSError, ValueError, msgspec.DecodeError):
         logger.exception("input connection failed")
     inbox.put(Shutdown())
+
+
+def greet_router(sock: socket.socket, token: str) -> bool:
+    """Say hello with our token and wait for the router's welcome carrying the same token.
+
+    A listener that closes, stays silent or answers with another token is not the router
+    that started this worker (another router's socket, or one put in its place).
+    """
+    sock.sendall(encode_frame(WorkerHello(PROTOCOL_VERSION, token, os.getpid())))
+    sock.settimeout(WELCOME_TIMEOUT_S)
+    try:
+        welcome = _recv_frame(sock)
+    except (OSError, ValueError, msgspec.DecodeError):
+        welcome = None
+    finally:
+        sock.settimeout(None)
+    return isinstance(welcome, RouterWelcome) and hmac.compare_digest(welcome.token, token)
 
 
 class EngineLoop:
@@ -79,6 +114,7 @@ class EngineLoop:
         self._inbox = inbox
         self._sock = sock
         self._running = True
+        self.fatal: str | None = None  # why the engine cannot go on, once it cannot
 
     def run(self) -> None:
         while self._running:
@@ -99,31 +135,54 @@ class EngineLoop:
                 return
 
     def _apply(self, message: WorkerInput) -> None:
-        if isinstance(message, AddRequest):
-            self._scheduler.add(message)
-        elif isinstance(message, AbortRequest):
-            self._scheduler.abort(list(message.request_ids))
-        elif isinstance(message, Shutdown):
-            self._running = False
+        try:
+            if isinstance(message, AddRequest):
+                self._scheduler.add(message)
+            elif isinstance(message, AbortRequest):
+                self._scheduler.abort(list(message.request_ids))
+            elif isinstance(message, Shutdown):
+                self._running = False
+        except Exception:  # engine boundary: as for a failed step
+            logger.error("applying %s failed; resetting the engine", type(message).__name__, exc_info=True)
+            self._recover()
 
     def _step(self) -> None:
         try:
             outputs = self._scheduler.step()
-        except Exception as exc:  # process boundary: one bad step must not kill the model
-            logger.error("engine step failed; failing in-flight requests", exc_info=True)
-            outputs = self._scheduler.fail_all(f"engine error: {exc}")
-        if outputs.outputs:
-            try:
-                self._sock.sendall(encode_frame(outputs))
-            except OSError:
-                logger.warning("router connection lost; stopping")
-                self._running = False
+        except Exception:  # engine boundary: one bad step must not kill the model
+            logger.error("engine step failed; failing in-flight requests and resetting the engine", exc_info=True)
+            self._recover()
+            return
+        self._send(outputs)
+
+    def _recover(self) -> None:
+        """Fail what was in flight, then rebuild the engine, or stop the worker if it cannot be."""
+        self._send(self._scheduler.fail_all())
+        try:
+            self._scheduler.rebuild()
+        except EngineUnrecoverableError as exc:
+            logger.error("engine cannot recover; exiting so the router starts a new worker", exc_info=True)
+            self.fatal = str(exc)
+            self._running = False
+
+    def _send(self, outputs: StepOutputs) -> None:
+        if not outputs.outputs:
+            return
+        try:
+            self._sock.sendall(encode_frame(outputs))
+        except OSError:
+            logger.warning("router connection lost; stopping")
+            self._running = False
 
 
 def serve(spec: WorkerSpec) -> int:
     """Connect to the router, load the model, run the engine loop until told to stop."""
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     sock.connect(spec.socket_path)
+    if not greet_router(sock, spec.token):
+        logger.error("the listener at %s is not the router that started this worker; exiting", spec.socket_path)
+        sock.close()
+        return EXIT_NOT_MY_ROUTER
     try:
         scheduler = _load(spec)
     except Exception as exc:  # process boundary: report why, then die
@@ -133,9 +192,15 @@ def serve(spec: WorkerSpec) -> int:
         return 1
     inbox: queue.Queue[WorkerInput] = queue.Queue()
     threading.Thread(target=read_inputs, args=(sock, inbox), name="reader", daemon=True).start()
-    sock.sendall(encode_frame(WorkerReady(PROTOCOL_VERSION, spec.model_id, spec.max_context, os.getpid())))
-    logger.info("ready: %s (max_context=%d)", spec.model_id, spec.max_context)
-    EngineLoop(scheduler, inbox, sock).run()
+    sock.sendall(encode_frame(WorkerReady(PROTOCOL_VERSION, spec.model_id, spec.max_context, os.getpid(), scheduler.vocab_size)))
+    logger.info("ready: %s (max_context=%d, vocab_size=%d)", spec.model_id, spec.max_context, scheduler.vocab_size)
+    loop = EngineLoop(scheduler, inbox, sock)
+    loop.run()
+    if loop.fatal is not None:
+        with contextlib.suppress(OSError):
+            sock.sendall(encode_frame(WorkerFatal(loop.fatal)))
+        sock.close()
+        return 1
     scheduler.close()
     sock.close()
     return 0
@@ -152,10 +217,14 @@ def _load(spec: WorkerSpec):
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m engines.worker")
-    parser.add_argument("--spec", required=True, help="WorkerSpec as JSON")
-    args = parser.parse_args(argv)
-    spec = msgspec.json.decode(args.spec.encode(), type=WorkerSpec)
+    parser = argparse.ArgumentParser(prog="python -m engines.worker", description=f"A model worker; its WorkerSpec is read from ${SPEC_ENV}.")
+    # Only so that `ps` shows which model a worker serves; the spec is the authority.
+    parser.add_argument("--model-id", required=True)
+    parser.parse_args(argv)
+    spec_json = os.environ.pop(SPEC_ENV, None)
+    if spec_json is None:
+        parser.error(f"${SPEC_ENV} is not set")
+    spec = msgspec.json.decode(spec_json.encode(), type=WorkerSpec)
     logging.basicConfig(
         level=spec.log_level.upper(),
         format=f"%(asctime)s %(levelname)s worker[{spec.model_id}] %(name)s: %(message)s",

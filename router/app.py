@@ -16,8 +16,10 @@ from router.api.models import ModelsController
 from router.api.openai.chat import ChatCompletionsController
 from router.api.openai.completions import CompletionsController
 from router.api.responses.controller import ResponsesController
+from router.admission import release_admissions
 from router.ops.config import RouterConfig, resolve_runtime_dir
 from router.errors import handle_exception
+from router.http.body_timeout import BodyTimeoutMiddleware
 from router.pool import ModelPool
 from router.api.responses.store import ResponseStore
 
@@ -50,6 +52,7 @@ def create_app(config: RouterConfig, *, runtime_dir: Path | None = None) -> Lite
             "responses": Provide(provide_responses, sync_to_thread=False),
         },
         exception_handlers={Exception: handle_exception},
+        middleware=[release_admissions, BodyTimeoutMiddleware(config.server.body_timeout_s)],
         lifespan=[run_pool],
         state=State({"pool": pool, "responses": ResponseStore()}),
         request_max_body_size=int(config.server.max_body_mb * 1024 * 1024),

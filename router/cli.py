@@ -66,16 +66,27 @@ def _serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     from router.app import create_app
+    from router.ops.runtime_dir import RuntimeDirError, prepare_runtime_dir
+    from router.http.header_timeout import header_timeout_protocol
 
     try:
         config = _load(args.config, host=args.host, port=args.port)
     except ConfigError as exc:
         print(f"{args.config}: invalid configuration:\n{exc}", file=sys.stderr)
         return 1
+    try:
+        # Checked before anything listens: worker sockets go there, so it must be ours alone.
+        runtime_dir = prepare_runtime_dir(resolve_runtime_dir(config.server))
+    except RuntimeDirError as exc:
+        print(f"rapid-mlx: {exc}", file=sys.stderr)
+        return 1
     logging.basicConfig(level=config.server.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    app = create_app(config, runtime_dir=resolve_runtime_dir(config.server))
+    app = create_app(config, runtime_dir=runtime_dir)
     logger.info("serving %s on http://%s:%d", ", ".join(config.models), config.server.host, config.server.port)
-    uvicorn.run(app, host=config.server.host, port=config.server.port, log_level=config.server.log_level, timeout_graceful_shutdown=10)
+    uvicorn.run(
+        app, host=config.server.host, port=config.server.port, log_level=config.server.log_level, timeout_graceful_shutdown=10,
+        http=header_timeout_protocol(config.server.header_timeout_s),
+    )
     return 0
 
 

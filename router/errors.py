@@ -18,6 +18,13 @@ from engines.errors import EngineRequestError, WorkerDiedError, WorkerLoadError,
 logger = logging.getLogger(__name__)
 
 
+def shown(value: str, limit: int = 100) -> str:
+    """A client string fit to echo in a message: at most ``limit`` characters, then how long it was."""
+    if len(value) <= limit:
+        return value
+    return f"{value[:limit]}…({len(value)} chars)"
+
+
 class RouterError(Exception):
     """An error with an HTTP status and OpenAI ``type``/``code``/``param`` fields."""
 
@@ -55,7 +62,13 @@ class ModelNotFoundError(RouterError):
     status, type, code = 404, "invalid_request_error", "model_not_found"
 
     def __init__(self, name: str) -> None:
-        super().__init__(f"The model `{name}` does not exist or you do not have access to it.", param="model")
+        super().__init__(f"The model `{shown(name)}` does not exist or you do not have access to it.", param="model")
+
+
+class RequestTimeoutError(RouterError):
+    """The request did not arrive in time (408); the connection is closed after the reply."""
+
+    status, type, code = 408, "invalid_request_error", "request_timeout"
 
 
 class OverloadedError(RouterError):
@@ -78,8 +91,11 @@ _HTTP_STATUS_TYPES = {
     403: "permission_error",
     404: "not_found_error",
     405: "invalid_request_error",
+    408: "invalid_request_error",
     413: "request_too_large",
 }
+# OpenAI has no code for these, but a stable one lets clients tell them apart from a 400.
+_HTTP_STATUS_CODES = {405: "method_not_allowed", 408: "request_timeout"}
 
 
 def as_router_error(exc: BaseException) -> RouterError:
@@ -91,14 +107,15 @@ def as_router_error(exc: BaseException) -> RouterError:
     if isinstance(exc, (WorkerDiedError, WorkerLoadError)):
         return ModelUnavailableError(str(exc), retry_after_s=5.0)
     if isinstance(exc, EngineRequestError):
-        return EngineFailureError(str(exc))
+        # The worker's message is in our words; exception details stay in its log.
+        return InvalidRequestError(str(exc)) if exc.invalid else EngineFailureError(str(exc))
     if isinstance(exc, ValidationException):
         return InvalidRequestError(str(exc.detail))
     if isinstance(exc, HTTPException):
         error = RouterError(str(exc.detail))
         error.status = exc.status_code
         error.type = _HTTP_STATUS_TYPES.get(exc.status_code, "server_error" if exc.status_code >= 500 else "invalid_request_error")
-        error.code = "not_found" if isinstance(exc, NotFoundException) else None
+        error.code = "not_found" if isinstance(exc, NotFoundException) else _HTTP_STATUS_CODES.get(exc.status_code)
         if exc.status_code == 413:
             error.message = "Request body too large."
         return error
@@ -110,6 +127,20 @@ def is_anthropic_path(path: str) -> bool:
     return path.startswith("/v1/messages")
 
 
+# Anthropic's error types by status (its errors page); anything else is an api_error.
+_ANTHROPIC_STATUS_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    405: "invalid_request_error",
+    408: "timeout_error",
+    413: "request_too_large",
+    429: "rate_limit_error",
+    503: "overloaded_error",
+}
+
+
 def error_body(error: RouterError, *, anthropic: bool = False) -> dict[str, Any]:
     """The JSON body of an error in the API's own dialect."""
     if anthropic:
@@ -117,8 +148,7 @@ def error_body(error: RouterError, *, anthropic: bool = False) -> dict[str, Any]
         if isinstance(error, ContextLengthError):
             # The exact text Claude Code's auto-compaction looks for.
             message = f"prompt is too long: {error.prompt_tokens} tokens > {error.max_context} maximum"
-        kind = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error", 404: "not_found_error",
-                413: "request_too_large", 429: "rate_limit_error", 503: "overloaded_error"}.get(error.status, "api_error")
+        kind = _ANTHROPIC_STATUS_TYPES.get(error.status, "api_error")
         return {"type": "error", "error": {"type": kind, "message": message}}
     return {"error": {"message": error.message, "type": error.type, "param": error.param, "code": error.code}}
 
@@ -129,6 +159,9 @@ def handle_exception(request: Request, exc: Exception) -> Response:
     headers = {}
     if error.retry_after_s is not None:
         headers["Retry-After"] = str(max(1, round(error.retry_after_s)))
+    if error.status == 408:
+        # The rest of a late body may still be on the wire; the connection cannot be reused.
+        headers["Connection"] = "close"
     if error.status >= 500:
         logger.warning("%s %s -> %d: %s", request.method, request.url.path, error.status, error.message)
     return Response(error_body(error, anthropic=is_anthropic_path(request.url.path)), status_code=error.status, headers=headers)

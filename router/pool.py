@@ -1,19 +1,23 @@
-"""The model registry: name/alias → ModelHandle, worker lifecycles, admission counting.
+"""The model registry: name/alias → ModelHandle, worker lifecycles.
 
 Each configured model gets a ModelHandle holding its tokenizer (the router owns the text
 side) and a WorkerHandle (the engine process). Names resolve by exact id, then exact
-alias, then glob alias in file order.
+alias, then glob alias in file order. Counting requests against a model's limits is
+``router/admission.py``'s job.
+
+Worker sockets live in the private runtime dir under names unique to this router instance,
+and every worker gets a secret token it must show when it connects.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import fnmatch
+import hashlib
 import json
 import logging
+import secrets
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,9 +27,10 @@ import anyio
 from engines.client import WorkerHandle, WorkerState
 from engines.errors import WorkerLoadError, WorkerNotReadyError
 from engines.protocol import WorkerSpec
-from router.ops.config import ModelConfig, RouterConfig
-from router.errors import ModelNotFoundError, ModelUnavailableError, OverloadedError
+from router.errors import ModelNotFoundError, ModelUnavailableError
 from router.model_files import ModelFilesError, read_max_context, resolve_model_path
+from router.ops.config import ModelConfig, RouterConfig
+from router.ops.runtime_dir import prepare_runtime_dir
 from router.turn.parser_choice import ParserChoice, ParserConfigError, choose_parsers, prompt_opens_thinking
 
 logger = logging.getLogger(__name__)
@@ -47,6 +52,8 @@ class ModelHandle:
     max_context: int = 0
     inflight: int = 0
     heartbeat_s: float = 5.0  # [server] keepalive_s
+    allow_request_chat_template: bool = False  # [server] allow_request_chat_template
+    chat_template_timeout_s: float = 10.0  # [server] chat_template_timeout_s
     load_error: str | None = None
     parsers: ParserChoice | None = None  # chosen when the tokenizer loads
     _load_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
@@ -57,6 +64,11 @@ class ModelHandle:
         if self.load_error is not None:
             return "failed"
         return self.worker.state.value if self.worker else WorkerState.STOPPED.value
+
+    @property
+    def vocab_size(self) -> int:
+        """Rows of the model's logits, as its worker reported them (0 before it is ready)."""
+        return self.worker.vocab_size if self.worker else 0
 
     @property
     def tool_parser(self) -> str | None:
@@ -84,9 +96,15 @@ class ModelPool:
     def __init__(self, config: RouterConfig, runtime_dir: Path) -> None:
         self.config = config
         self._runtime_dir = runtime_dir
+        # Socket names carry it, so two routers sharing a runtime dir never meet.
+        self._instance = secrets.token_hex(4)
         now = int(time.time())
         self.handles = {
-            model_id: ModelHandle(model_id, model_config, now, heartbeat_s=config.server.keepalive_s)
+            model_id: ModelHandle(
+                model_id, model_config, now, heartbeat_s=config.server.keepalive_s,
+                allow_request_chat_template=config.server.allow_request_chat_template,
+                chat_template_timeout_s=config.server.chat_template_timeout_s,
+            )
             for model_id, model_config in config.models.items()
         }
 
@@ -94,7 +112,7 @@ class ModelPool:
 
     async def start(self) -> None:
         """Start the preloaded models' workers (in the background: HTTP serves meanwhile)."""
-        self._runtime_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        prepare_runtime_dir(self._runtime_dir)
         for handle in self.handles.values():
             if handle.config.preload:
                 asyncio.create_task(self._ensure_started_logged(handle), name=f"preload[{handle.model_id}]")
@@ -119,26 +137,6 @@ class ModelPool:
             if any(_is_glob(alias) and fnmatch.fnmatchcase(name, alias) for alias in handle.config.aliases):
                 return handle
         raise ModelNotFoundError(name)
-
-    @staticmethod
-    def check_capacity(handle: ModelHandle) -> None:
-        """Raise 429 when the model's running + queued requests are at the limit."""
-        limit = handle.config.max_concurrency + handle.config.max_queue
-        if handle.inflight >= limit:
-            raise OverloadedError(
-                f"Model {handle.model_id!r} has {handle.inflight} requests in flight (limit {limit}); try again in 1s.",
-                retry_after_s=1.0,
-            )
-
-    @staticmethod
-    @contextlib.contextmanager
-    def admitted(handle: ModelHandle) -> Iterator[None]:
-        """Count a request as in flight for as long as it runs (its stream included)."""
-        handle.inflight += 1
-        try:
-            yield
-        finally:
-            handle.inflight -= 1
 
     async def ensure_ready(self, handle: ModelHandle) -> None:
         """Start the model if needed and wait for it, within LOAD_WAIT_S."""
@@ -188,7 +186,8 @@ class ModelPool:
         spec = WorkerSpec(
             model_id=handle.model_id,
             model_path=str(path),
-            socket_path=str(self._runtime_dir / f"worker-{_safe_name(handle.model_id)}.sock"),
+            socket_path=str(self._runtime_dir / _socket_name(handle.model_id, self._instance)),
+            token=secrets.token_hex(16),
             max_concurrency=handle.config.max_concurrency,
             prefill_step=handle.config.prefill_step,
             max_context=handle.max_context,
@@ -229,5 +228,11 @@ def _is_glob(alias: str) -> bool:
     return any(ch in alias for ch in "*?[")
 
 
-def _safe_name(model_id: str) -> str:
-    return "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in model_id)[:64]
+def _socket_name(model_id: str, instance: str) -> str:
+    """A short, unique name: readable prefix, a hash of the whole id, this router's instance.
+
+    Short because a Unix socket path has at most 104 bytes on macOS, runtime dir included.
+    """
+    readable = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in model_id)[:20]
+    digest = hashlib.sha256(model_id.encode()).hexdigest()[:8]
+    return f"{readable}-{digest}-{instance}.sock"

@@ -1,11 +1,18 @@
-"""Server-sent events: framing and the streaming response every API uses."""
+"""Server-sent events: framing and the streaming response every API uses.
+
+``sse_response`` is the stream boundary: whatever fails while a stream is being produced,
+the stream ends with its API's terminal error event, never cut off silently.
+"""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import contextlib
+from collections.abc import AsyncIterator, Callable
 
 import msgspec
 from litestar.response import Stream
+
+from router.errors import RouterError, as_router_error
 
 # Never compress or buffer SSE: agents read frames as they are flushed. The content type is a
 # header, not Stream's media_type: Litestar lets the route's default (JSON) override that one.
@@ -32,8 +39,20 @@ def event_frame(event: str, payload: object) -> bytes:
 DONE_FRAME = b"data: [DONE]\n\n"
 
 
-def sse_response(frames: AsyncIterator[bytes]) -> Stream:
-    return Stream(frames, media_type="text/event-stream", headers=SSE_HEADERS)
+def sse_response(frames: AsyncIterator[bytes], error_frame: Callable[[RouterError], bytes]) -> Stream:
+    """Stream ``frames``; an exception among them ends the stream with ``error_frame(error)``."""
+    return Stream(_ended_by_an_event(frames, error_frame), media_type="text/event-stream", headers=SSE_HEADERS)
+
+
+async def _ended_by_an_event(frames: AsyncIterator[bytes], error_frame: Callable[[RouterError], bytes]) -> AsyncIterator[bytes]:
+    # aclosing: a client that goes away closes this generator, and with it ``frames`` at once
+    # (whose own cleanup aborts the request in the worker), not whenever it is collected.
+    async with contextlib.aclosing(frames):
+        try:
+            async for frame in frames:
+                yield frame
+        except Exception as exc:  # stream boundary: as_router_error logs what is not ours
+            yield error_frame(as_router_error(exc))
 
 
 # An SSE comment: every client's parser skips it, and it keeps the connection visibly alive.

@@ -6,26 +6,27 @@ import time
 import uuid
 from collections.abc import Callable
 
+from router.admission import admit
 from router.pool import ModelHandle, ModelPool
 from router.turn.turn import Turn, TurnEnd, TurnEvent
 
 
-async def open_model(pool: ModelPool, name: str) -> ModelHandle:
-    """Resolve ``name`` (404), make sure the model serves (503) and has room (429)."""
+async def open_model(pool: ModelPool, name: str, *, generations: int = 1) -> ModelHandle:
+    """Resolve ``name`` (404), make sure the model serves (503) and take room for the
+    request's generations (429), held until its HTTP exchange ends."""
     handle = pool.resolve(name)
     await pool.ensure_ready(handle)
-    pool.check_capacity(handle)
+    admit(handle, generations)
     return handle
 
 
-async def run_whole_turn(pool: ModelPool, turn: Turn, apply: Callable[[TurnEvent], object]) -> TurnEnd | None:
+async def run_whole_turn(turn: Turn, apply: Callable[[TurnEvent], object]) -> TurnEnd | None:
     """Drive a non-stream turn to its end, handing every event to ``apply``; returns the TurnEnd."""
     end = None
-    with pool.admitted(turn.generation.handle):
-        async for event in turn.events():
-            apply(event)
-            if isinstance(event, TurnEnd):
-                end = event
+    async for event in turn.events():
+        apply(event)
+        if isinstance(event, TurnEnd):
+            end = event
     return end
 
 

@@ -4,30 +4,27 @@ from __future__ import annotations
 
 from typing import Any
 
-from litestar import Controller, Response, get, head
+from litestar import Controller, Response
 
+from router.http.methods import get_or_head
 from router.pool import ModelPool
 
 
 class HealthController(Controller):
     path = "/"
 
-    @get("/health")
+    @get_or_head("/health")
     async def health(self) -> dict[str, str]:
         """Alive: the router answers (models may still be loading)."""
         return {"status": "ok"}
 
-    @get("/ready")
+    @get_or_head("/ready")
     async def ready(self, pool: ModelPool) -> Response[dict[str, Any]]:
         """Ready: every preloaded model serves; 503 until then, with each model's state."""
         states = {model_id: handle.state for model_id, handle in pool.handles.items()}
         ready = pool.is_ready()
         return Response({"status": "ready" if ready else "loading", "models": states}, status_code=200 if ready else 503)
 
-    @get("/")
+    @get_or_head("/")
     async def root(self) -> dict[str, str]:
         return {"status": "ok", "service": "rapid-mlx"}
-
-    @head("/")
-    async def root_head(self) -> None:
-        return None

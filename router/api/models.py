@@ -5,8 +5,9 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import Any
 
-from litestar import Controller, get
+from litestar import Controller
 
+from router.http.methods import get_or_head
 from router.pool import ModelHandle, ModelPool
 
 
@@ -30,7 +31,7 @@ def model_entry(handle: ModelHandle, name: str | None = None) -> dict[str, Any]:
 class ModelsController(Controller):
     path = "/v1/models"
 
-    @get()
+    @get_or_head()
     async def list_models(self, pool: ModelPool) -> dict[str, Any]:
         data = [model_entry(handle) for handle in pool.handles.values()]
         return {
@@ -41,7 +42,7 @@ class ModelsController(Controller):
             "last_id": data[-1]["id"] if data else None,
         }
 
-    @get("/{model_name:path}")
+    @get_or_head("/{model_name:path}")
     async def retrieve(self, pool: ModelPool, model_name: str) -> dict[str, Any]:
         name = model_name.lstrip("/")
         return model_entry(pool.resolve(name), name)

@@ -6,14 +6,19 @@ same on /v1/chat/completions, /v1/completions, /v1/responses and /v1/messages.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
-from engines.protocol import SamplingParams
-from router.errors import ContextLengthError, InvalidRequestError
+from engines.protocol import SamplingParams, sampling_problem, token_problem
+from router.errors import ContextLengthError, InvalidRequestError, shown
 from router.pool import ModelHandle
 
-MAX_TOP_LOGPROBS = 20
+_TOKEN_ID = re.compile(r"[0-9]{1,19}")
+# OpenAI takes 4 stop strings; agents send a handful. These bounds keep one request's stops cheap.
+MAX_STOP_STRINGS = 16
+MAX_STOP_CHARS = 256
+MAX_STOP_TOKEN_IDS = 64
 
 
 @dataclass(frozen=True)
@@ -42,30 +47,19 @@ def sampling_input(body: Any, top_logprobs: int | None = None) -> SamplingInput:
     )
 
 
-def _check_range(name: str, value: float | None, low: float, high: float, *, low_open: bool = False) -> None:
-    if value is None:
-        return
-    if value < low or value > high or (low_open and value == low):
-        bound = f"({low}, {high}]" if low_open else f"[{low}, {high}]"
-        raise InvalidRequestError(f"'{name}' must be in {bound}, got {value}.", param=name)
-
-
 def build_sampling(handle: ModelHandle, fields: SamplingInput) -> SamplingParams:
-    """Validate the request's sampling fields and fill the gaps from the model's config."""
-    _check_range("temperature", fields.temperature, 0.0, 2.0)
-    _check_range("top_p", fields.top_p, 0.0, 1.0, low_open=True)
-    _check_range("min_p", fields.min_p, 0.0, 1.0)
-    _check_range("presence_penalty", fields.presence_penalty, -2.0, 2.0)
-    _check_range("frequency_penalty", fields.frequency_penalty, -2.0, 2.0)
-    if fields.top_k is not None and fields.top_k < 0:
-        raise InvalidRequestError(f"'top_k' must be >= 0, got {fields.top_k}.", param="top_k")
-    if fields.repetition_penalty is not None and fields.repetition_penalty <= 0:
-        raise InvalidRequestError("'repetition_penalty' must be > 0.", param="repetition_penalty")
-    if fields.top_logprobs is not None and not 0 <= fields.top_logprobs <= MAX_TOP_LOGPROBS:
-        raise InvalidRequestError(f"'top_logprobs' must be between 0 and {MAX_TOP_LOGPROBS}.", param="top_logprobs")
+    """Fill the request's gaps from the model's config, then check the result against the
+    model (its vocabulary bounds top_k, top_logprobs and logit_bias keys).
+
+    The checks are the engine contract's own (``engines.protocol.sampling_problem``), which
+    the worker applies again: a request that passes here never fails there.
+
+    Raises:
+        InvalidRequestError: a field out of range, not finite, or not a token of this model.
+    """
     defaults = handle.config.sampling
     pick = lambda value, default: default if value is None else value  # noqa: E731
-    return SamplingParams(
+    params = SamplingParams(
         temperature=pick(fields.temperature, defaults.temperature),
         top_p=pick(fields.top_p, defaults.top_p),
         top_k=pick(fields.top_k, defaults.top_k),
@@ -74,23 +68,36 @@ def build_sampling(handle: ModelHandle, fields: SamplingInput) -> SamplingParams
         presence_penalty=pick(fields.presence_penalty, defaults.presence_penalty),
         frequency_penalty=pick(fields.frequency_penalty, defaults.frequency_penalty),
         seed=fields.seed,
-        logit_bias=_logit_bias(fields.logit_bias, handle),
+        logit_bias=_logit_bias(fields.logit_bias),
         top_logprobs=fields.top_logprobs,
     )
+    if (problem := sampling_problem(params, handle.vocab_size)) is not None:
+        raise InvalidRequestError(problem[1], param=problem[0])
+    return params
 
 
-def _logit_bias(bias: dict[str, float] | None, handle: ModelHandle) -> dict[int, float] | None:
+def _logit_bias(bias: dict[str, float] | None) -> dict[int, float] | None:
+    """JSON object keys → token ids; whether they are this model's is ``sampling_problem``'s call."""
     if not bias:
         return None
-    vocab_size = len(handle.tokenizer.get_vocab())
     out: dict[int, float] = {}
     for key, value in bias.items():
-        if not key.lstrip("-").isdigit() or not 0 <= int(key) < vocab_size:
-            raise InvalidRequestError(f"'logit_bias' key {key!r} is not a token id of this model.", param="logit_bias")
-        if not -100 <= value <= 100:
-            raise InvalidRequestError("'logit_bias' values must be between -100 and 100.", param="logit_bias")
+        # ASCII digits only: str.isdigit() also accepts "²", and int() accepts "-1", " 1" and "1_0".
+        if not _TOKEN_ID.fullmatch(key):
+            raise InvalidRequestError(f"'logit_bias' key {shown(key)!r} is not a token id (a non-negative integer).", param="logit_bias")
         out[int(key)] = float(value)
     return out
+
+
+def stop_token_ids(handle: ModelHandle, ids: list[int] | None) -> list[int]:
+    """The request's extra stop token ids, each one of this model's tokens (and few: the
+    worker builds a matcher over them on its engine thread)."""
+    ids = list(dict.fromkeys(ids or []))
+    if len(ids) > MAX_STOP_TOKEN_IDS:
+        raise InvalidRequestError(f"'stop_token_ids' takes at most {MAX_STOP_TOKEN_IDS} token ids.", param="stop_token_ids")
+    if (problem := token_problem(ids, handle.vocab_size, "stop_token_ids")) is not None:
+        raise InvalidRequestError(problem[1], param=problem[0])
+    return ids
 
 
 def resolve_max_tokens(handle: ModelHandle, requested: int | None, prompt_tokens: int, *, param: str = "max_tokens", context_param: str = "messages") -> int:
@@ -109,10 +116,16 @@ def resolve_max_tokens(handle: ModelHandle, requested: int | None, prompt_tokens
     return min(wanted, room)
 
 
-def normalize_stop(stop: str | list[str] | None) -> list[str]:
+def normalize_stop(stop: str | list[str] | None, *, param: str = "stop") -> list[str]:
+    """Stop strings, bounded: the router matches every one of them against every token's text
+    on its event loop, so thousands of long ones would slow every stream of every model."""
     if stop is None:
         return []
     stops = [stop] if isinstance(stop, str) else list(stop)
     if any(not isinstance(s, str) for s in stops):
-        raise InvalidRequestError("'stop' must be a string or a list of strings.", param="stop")
-    return [s for s in stops if s]
+        raise InvalidRequestError(f"'{param}' must be a string or a list of strings.", param=param)
+    stops = list(dict.fromkeys(s for s in stops if s))
+    if len(stops) > MAX_STOP_STRINGS or any(len(s) > MAX_STOP_CHARS for s in stops):
+        raise InvalidRequestError(
+            f"'{param}' takes at most {MAX_STOP_STRINGS} strings of at most {MAX_STOP_CHARS} characters.", param=param)
+    return stops

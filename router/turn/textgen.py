@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
 from engines.errors import EngineRequestError
-from engines.protocol import AddRequest, FinishReason, SamplingParams, TokenLogprob
+from engines.protocol import AddRequest, ErrorKind, FinishReason, SamplingParams, TokenLogprob
 from router.pool import ModelHandle
 from router.turn.stops import StopStringMatcher
 
@@ -89,7 +89,7 @@ class Generation:
                     continue
                 for delta in batch:
                     if delta.error is not None:
-                        raise EngineRequestError(delta.error)
+                        raise EngineRequestError(delta.error, invalid=delta.error_kind is ErrorKind.INVALID_REQUEST)
                     if delta.cached_tokens is not None:
                         self.cached_tokens = delta.cached_tokens
                     self.completion_tokens += len(delta.token_ids)

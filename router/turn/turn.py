@@ -14,10 +14,11 @@ from typing import Any, Literal
 from parsers import ContentDelta, ParseEvent, ReasoningDelta, ToolCallArgsDelta, ToolCallEnd, ToolCallStart, make_output_parser
 from router.turn.messages import normalize_messages
 from router.turn.template import RenderedPrompt, render_chat
-from router.errors import InvalidRequestError
+from router.turn.fields import JsonPath, as_object, openai_path, opt_bool, opt_object, opt_str, req_object, req_str
+from router.errors import InvalidRequestError, shown
 from router.pool import ModelHandle
 from router.turn.textgen import Generation, GenerationRequest, TokenInfo
-from router.turn.sampling import SamplingInput, build_sampling, resolve_max_tokens
+from router.turn.sampling import SamplingInput, build_sampling, resolve_max_tokens, stop_token_ids
 
 ToolChoiceMode = Literal["auto", "none", "required", "named"]
 
@@ -144,27 +145,42 @@ async def prepare_turn(handle: ModelHandle, request: TurnRequest) -> Turn:
     messages = normalize_messages(request.messages)
     tools = _validated_tools(request)
     messages = _with_tool_choice_instruction(messages, request.tool_choice)
-    template_kwargs = {**handle.config.chat_template_kwargs, **request.template_kwargs}
-    prompt = await render_chat(handle, messages, tools=tools, template_kwargs=template_kwargs)
+    prompt = await render_chat(handle, messages, tools=tools, request_kwargs=request.template_kwargs)
     max_tokens = resolve_max_tokens(handle, request.max_tokens, len(prompt.tokens), param=request.max_tokens_param, context_param=request.messages_param)
     sampling = build_sampling(handle, request.sampling)
-    generation = Generation(handle, GenerationRequest(prompt.tokens, max_tokens, sampling, request.stop, request.stop_token_ids))
+    stops = stop_token_ids(handle, request.stop_token_ids)
+    generation = Generation(handle, GenerationRequest(prompt.tokens, max_tokens, sampling, request.stop, stops))
     return Turn(generation, prompt, request)
 
 
 def _validated_tools(request: TurnRequest) -> list[dict[str, Any]] | None:
+    """Function tools in OpenAI's shape, whose fields the template and parsers can use as they are.
+
+    Responses and Anthropic tools are checked in their own paths as they are translated;
+    this is where chat's are checked, and the backstop for all of them.
+    """
     names = []
+    root = openai_path("tools")
     for i, tool in enumerate(request.tools or []):
-        function = tool.get("function") if isinstance(tool, dict) else None
-        if not isinstance(function, dict) or not isinstance(function.get("name"), str) or not function["name"]:
-            raise InvalidRequestError(f"tools[{i}].function.name is required.", param=f"tools[{i}].function.name")
-        names.append(function["name"])
+        names.append(_function_name(as_object(tool, root / i), root / i))
     choice = request.tool_choice
     if choice.mode in ("required", "named") and not names:
         raise InvalidRequestError(f"tool_choice {choice.mode!r} needs at least one tool.", param="tool_choice")
     if choice.mode == "named" and choice.name not in names:
-        raise InvalidRequestError(f"tool_choice names {choice.name!r}, which is not among the tools.", param="tool_choice")
+        raise InvalidRequestError(f"tool_choice names {shown(repr(choice.name))}, which is not among the tools.", param="tool_choice")
     return request.tools or None
+
+
+def _function_name(tool: dict[str, Any], at: JsonPath) -> str:
+    function = req_object(tool, "function", at)
+    at = at / "function"
+    name = req_str(function, "name", at)
+    if not name:
+        raise InvalidRequestError(f"{at}.name must not be empty.", param=f"{at}.name")
+    opt_str(function, "description", at)
+    opt_object(function, "parameters", at)  # a JSON schema: templates and parsers read it as an object
+    opt_bool(function, "strict", at)
+    return name
 
 
 def _with_tool_choice_instruction(messages: list[dict[str, Any]], choice: ToolChoice) -> list[dict[str, Any]]:

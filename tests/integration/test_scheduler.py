@@ -7,23 +7,9 @@ from mlx_lm.utils import load_model
 
 from engines.protocol import AbortRequest, AddRequest, FinishReason, SamplingParams
 from engines.scheduler import Scheduler
+from tests.support.scheduling import run_to_completion
 
 GREEDY = SamplingParams(temperature=0.0, logit_bias={2: -100.0})
-
-
-def run_to_completion(scheduler: Scheduler, requests: list[AddRequest], max_steps: int = 2000) -> dict:
-    for request in requests:
-        scheduler.add(request)
-    tokens = {r.request_id: [] for r in requests}
-    finish = {}
-    for _ in range(max_steps):
-        if not scheduler.has_work:
-            break
-        for delta in scheduler.step().outputs:
-            tokens[delta.request_id] += delta.token_ids
-            if delta.finish_reason is not None:
-                finish[delta.request_id] = delta
-    return {rid: (tokens[rid], finish.get(rid)) for rid in tokens}
 
 
 def prompt(i: int) -> list[int]:

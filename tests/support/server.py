@@ -50,16 +50,17 @@ class LiveServer:
         return self.log_path.read_text(errors="replace")
 
     def worker_pid(self, model_id: str) -> int:
-        """PID of a model's worker process, found by its --spec argument."""
-        marker = f'"model_id":"{model_id}"'.encode()
+        """PID of a model's worker: a child of this server with ``--model-id <id>`` on its command line."""
+        marker = b"\0--model-id\0" + model_id.encode() + b"\0"
         for entry in Path("/proc").iterdir():
             if not entry.name.isdigit():
                 continue
             try:
+                parent = int((entry / "stat").read_text().rpartition(")")[2].split()[1])
                 cmdline = (entry / "cmdline").read_bytes()
-            except OSError:
-                continue
-            if b"engines.worker" in cmdline and marker in cmdline and str(self.runtime_dir).encode() in cmdline:
+            except (OSError, ValueError, IndexError):
+                continue  # gone meanwhile, or not ours to read
+            if parent == self.process.pid and b"engines.worker" in cmdline and marker in cmdline:
                 return int(entry.name)
         raise LookupError(f"no worker process for {model_id}")
 
@@ -105,7 +106,7 @@ class ServerFactory:
                 [sys.executable, "-m", "router.cli", "serve", "--config", str(config_path)],
                 stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"},
             )
-        live = LiveServer(process, port, log_path, runtime_dir)
+        live = LiveServer(process, port, log_path, Path(config["server"]["runtime_dir"]))
         self._servers.append(live)
         if wait:
             live.wait_ready()

@@ -8,13 +8,12 @@ from typing import Any
 
 from litestar import Controller, Request, post
 
-from engines.errors import EngineError
 from parsers import ContentDelta, ReasoningDelta, ToolCallArgsDelta, ToolCallEnd, ToolCallStart
 from router.api.anthropic.input import to_chat_messages, to_turn_request
 from router.api.dispatch import new_id, open_model, run_whole_turn
 from router.turn.messages import normalize_messages
 from router.turn.template import render_chat
-from router.errors import InvalidRequestError, RouterError, as_router_error, error_body
+from router.errors import InvalidRequestError, RouterError, error_body
 from router.pool import ModelPool
 from router.api.anthropic.schemas import DeltaUsage, Message, MessagesBody, Usage
 from router.api.decode import decode_body
@@ -35,9 +34,9 @@ class MessagesController(Controller):
         handle = await open_model(pool, body.model)
         turn = await prepare_turn(handle, to_turn_request(body))
         if body.stream:
-            return sse_response(_stream(pool, turn, body.model))
+            return sse_response(_stream(turn, body.model), _error_frame)
         builder = BlockBuilder()
-        end = await run_whole_turn(pool, turn, builder.apply)
+        end = await run_whole_turn(turn, builder.apply)
         return _message(turn, body.model, builder.finish(), end)
 
     @post("/count_tokens", status_code=200)
@@ -46,7 +45,7 @@ class MessagesController(Controller):
         handle = await open_model(pool, body.model)
         request_ = to_turn_request(body)
         prompt = await render_chat(handle, normalize_messages(to_chat_messages(body)), tools=request_.tools,
-                                   template_kwargs={**handle.config.chat_template_kwargs, **request_.template_kwargs})
+                                   request_kwargs=request_.template_kwargs)
         return {"input_tokens": len(prompt.tokens)}
 
 
@@ -162,31 +161,31 @@ class BlockBuilder:
         return frames
 
 
-async def _stream(pool: ModelPool, turn: Turn, model: str) -> AsyncIterator[bytes]:
+def _error_frame(error: RouterError) -> bytes:
+    """The terminal event of a failed stream (no message_stop follows it)."""
+    return event_frame("error", error_body(error, anthropic=True))
+
+
+async def _stream(turn: Turn, model: str) -> AsyncIterator[bytes]:
     """§3.3: message_start, blocks (start, deltas, stop) in order, message_delta, message_stop."""
     start = Message(new_id("msg_"), "message", "assistant", model, [], None, None,
                     Usage(turn.prompt_tokens, 0, 0, 0))
     yield event_frame("message_start", {"type": "message_start", "message": start})
     builder = BlockBuilder()
-    with pool.admitted(turn.generation.handle):
-        try:
-            async for event in turn.events():
-                if isinstance(event, Heartbeat):
-                    yield event_frame("ping", {"type": "ping"})
-                    continue
-                for name, payload in builder.apply(event):
-                    yield event_frame(name, payload)
-                if isinstance(event, TurnEnd):
-                    for name, payload in builder.close_frames():
-                        yield event_frame(name, payload)
-                    stop_reason, stop_sequence = _stop(event)
-                    usage = turn.generation
-                    yield event_frame("message_delta", {
-                        "type": "message_delta",
-                        "delta": {"stop_reason": stop_reason, "stop_sequence": stop_sequence},
-                        "usage": DeltaUsage(usage.completion_tokens, usage.prompt_tokens, usage.cached_tokens),
-                    })
-        except (RouterError, EngineError) as exc:
-            yield event_frame("error", error_body(as_router_error(exc), anthropic=True))
-            return
+    async for event in turn.events():
+        if isinstance(event, Heartbeat):
+            yield event_frame("ping", {"type": "ping"})
+            continue
+        for name, payload in builder.apply(event):
+            yield event_frame(name, payload)
+        if isinstance(event, TurnEnd):
+            for name, payload in builder.close_frames():
+                yield event_frame(name, payload)
+            stop_reason, stop_sequence = _stop(event)
+            usage = turn.generation
+            yield event_frame("message_delta", {
+                "type": "message_delta",
+                "delta": {"stop_reason": stop_reason, "stop_sequence": stop_sequence},
+                "usage": DeltaUsage(usage.completion_tokens, usage.prompt_tokens, usage.cached_tokens),
+            })
     yield event_frame("message_stop", {"type": "message_stop"})

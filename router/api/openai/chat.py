@@ -9,12 +9,12 @@ from typing import Any
 from litestar import Controller, Request, post
 from msgspec import UNSET
 
-from engines.errors import EngineError
 from parsers import ContentDelta, ReasoningDelta, ToolCallArgsDelta, ToolCallEnd, ToolCallStart, dump_arguments
 from router.api.dispatch import new_id, now, open_model, run_whole_turn
-from router.errors import InvalidRequestError, RouterError, as_router_error, error_body
+from router.errors import InvalidRequestError, RouterError, error_body
 from router.pool import ModelPool
 from router.api.decode import decode_body
+from router.turn.fields import kind_of, openai_path, opt_object, opt_str, req_object, req_str
 from router.api.openai.schemas import (
     ChatChoice,
     ChatCompletion,
@@ -53,9 +53,9 @@ class ChatCompletionsController(Controller):
         alias = pool.config.server.reasoning_alias
         if body.stream:
             include_usage = bool(body.stream_options and body.stream_options.include_usage)
-            return sse_response(_stream_chunks(pool, turn, body.model, include_usage, alias))
+            return sse_response(_stream_chunks(turn, body.model, include_usage, alias), openai_error_frame)
         message = MessageBuilder(reasoning_alias=alias)
-        await run_whole_turn(pool, turn, message.apply)
+        await run_whole_turn(turn, message.apply)
         logprobs = _choice_logprobs(message.logprobs) if body.logprobs else None
         choice = ChatChoice(0, message.build(), logprobs, message.finish_reason)
         return ChatCompletion(new_id("chatcmpl-"), "chat.completion", now(), body.model, [choice], usage_of(turn.generation, turn.reasoning_tokens()))
@@ -68,7 +68,7 @@ def to_turn_request(body: ChatCompletionBody) -> TurnRequest:
         kwargs["enable_thinking"] = body.reasoning_effort not in ("none", "minimal")
     return TurnRequest(
         messages=body.messages,
-        tools=[t for t in body.tools or [] if isinstance(t, dict) and t.get("type", "function") == "function"] or None,
+        tools=_function_tools(body.tools),
         tool_choice=_tool_choice(body.tool_choice),
         parallel_tool_calls=body.parallel_tool_calls is not False,
         max_tokens=requested,
@@ -80,17 +80,26 @@ def to_turn_request(body: ChatCompletionBody) -> TurnRequest:
     )
 
 
+def _function_tools(tools: list[dict[str, Any]] | None) -> list[dict[str, Any]] | None:
+    """Function tools (``type`` absent means function); other tool types are skipped."""
+    root = openai_path("tools")
+    return [t for i, t in enumerate(tools or []) if (kind_of(t, root / i) or "function") == "function"] or None
+
+
 def _tool_choice(choice: str | dict[str, Any] | None) -> ToolChoice:
     if choice is None or choice == "auto":
         return ToolChoice()
     if choice in ("none", "required"):
         return ToolChoice(choice)
-    if isinstance(choice, dict) and choice.get("type") == "function":
-        name = (choice.get("function") or {}).get("name")
-        if isinstance(name, str):
-            return ToolChoice("named", name)
-    if isinstance(choice, dict) and choice.get("type") == "allowed_tools":
-        return ToolChoice("required" if choice.get("mode") == "required" else "auto")
+    at = openai_path("tool_choice")
+    kind = kind_of(choice, at) if isinstance(choice, dict) else None
+    if kind == "function":
+        return ToolChoice("named", req_str(req_object(choice, "function", at), "name", at / "function"))
+    if kind == "allowed_tools":
+        # The mode sits in a nested "allowed_tools" object; older clients put it at the top.
+        nested = opt_object(choice, "allowed_tools", at)
+        mode = opt_str(choice, "mode", at) or (opt_str(nested, "mode", at / "allowed_tools") if nested else None)
+        return ToolChoice("required" if mode == "required" else "auto")
     raise InvalidRequestError("tool_choice must be 'none', 'auto', 'required' or a named function.", param="tool_choice")
 
 
@@ -157,7 +166,12 @@ def _chunk_delta(event, reasoning_alias: bool) -> ChunkDelta | None:
     return None
 
 
-async def _stream_chunks(pool: ModelPool, turn: Turn, model: str, include_usage: bool, reasoning_alias: bool) -> AsyncIterator[bytes]:
+def openai_error_frame(error: RouterError) -> bytes:
+    """The terminal frame of a failed chat or completions stream (no [DONE] follows it)."""
+    return data_frame(error_body(error))
+
+
+async def _stream_chunks(turn: Turn, model: str, include_usage: bool, reasoning_alias: bool) -> AsyncIterator[bytes]:
     """The §1.3 sequence: role chunk, deltas, finish chunk, optional usage chunk, [DONE]."""
     chunk_id, created = new_id("chatcmpl-"), now()
     usage_field = None if include_usage else UNSET
@@ -167,26 +181,20 @@ async def _stream_chunks(pool: ModelPool, turn: Turn, model: str, include_usage:
         return data_frame(ChatCompletionChunk(chunk_id, "chat.completion.chunk", created, model, [choice], usage_field))
 
     names: dict[int, str] = {}  # call index -> name, for the not-offered warning at its end
-    with pool.admitted(turn.generation.handle):
-        yield chunk(ChunkDelta(role="assistant", content=""))
-        try:
-            async for event in turn.events():
-                if isinstance(event, ToolCallStart):
-                    names[event.index] = event.name
-                elif isinstance(event, ToolCallEnd):
-                    _warn_if_not_offered(event, names.get(event.index, ""))
-                if isinstance(event, Heartbeat):
-                    yield COMMENT_KEEPALIVE
-                elif isinstance(event, LogprobsDelta):
-                    yield chunk(ChunkDelta(), logprobs=event.tokens)
-                elif isinstance(event, TurnEnd):
-                    yield chunk(ChunkDelta(), event.finish_reason)
-                elif (delta := _chunk_delta(event, reasoning_alias)) is not None:
-                    yield chunk(delta)
-        except (RouterError, EngineError) as exc:
-            # Mid-stream failure: one terminal error frame in OpenAI's dialect, then close.
-            yield data_frame(error_body(as_router_error(exc)))
-            return
+    yield chunk(ChunkDelta(role="assistant", content=""))
+    async for event in turn.events():
+        if isinstance(event, ToolCallStart):
+            names[event.index] = event.name
+        elif isinstance(event, ToolCallEnd):
+            _warn_if_not_offered(event, names.get(event.index, ""))
+        if isinstance(event, Heartbeat):
+            yield COMMENT_KEEPALIVE
+        elif isinstance(event, LogprobsDelta):
+            yield chunk(ChunkDelta(), logprobs=event.tokens)
+        elif isinstance(event, TurnEnd):
+            yield chunk(ChunkDelta(), event.finish_reason)
+        elif (delta := _chunk_delta(event, reasoning_alias)) is not None:
+            yield chunk(delta)
     if include_usage:
         usage = usage_of(turn.generation, turn.reasoning_tokens())
         yield data_frame(ChatCompletionChunk(chunk_id, "chat.completion.chunk", created, model, [], usage))

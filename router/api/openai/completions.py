@@ -11,17 +11,17 @@ from collections.abc import AsyncIterator
 from litestar import Controller, Request, post
 from msgspec import UNSET
 
-from engines.errors import EngineError
+from engines.protocol import token_problem
 from router.api.dispatch import new_id, now, open_model
-from router.api.openai.chat import usage_of
+from router.api.openai.chat import openai_error_frame, usage_of
 from router.turn.template import tokenize_text
-from router.errors import InvalidRequestError, RouterError, as_router_error, error_body
+from router.errors import InvalidRequestError
 from router.pool import ModelHandle, ModelPool
 from router.api.decode import decode_body
 from router.api.openai.schemas import Completion, CompletionBody, CompletionChoice, CompletionLogprobs, CompletionTokensDetails, PromptTokensDetails, Usage
 from router.sse import COMMENT_KEEPALIVE, DONE_FRAME, data_frame, sse_response
 from router.turn.textgen import Generation, GenerationRequest, TextDelta, TokenInfo
-from router.turn.sampling import build_sampling, normalize_stop, resolve_max_tokens, sampling_input
+from router.turn.sampling import build_sampling, normalize_stop, resolve_max_tokens, sampling_input, stop_token_ids
 
 MAX_COMPLETION_LOGPROBS = 5
 
@@ -33,15 +33,16 @@ class CompletionsController(Controller):
     async def create(self, request: Request, pool: ModelPool) -> object:
         body = decode_body(await request.body(), CompletionBody)
         _reject_unsupported(body)
-        handle = await open_model(pool, body.model)
-        prompts = await _prompt_token_lists(handle, body.prompt)
-        generations = [_generation(handle, body, tokens) for tokens in prompts]
-        echoes = [handle.tokenizer.decode(tokens) if body.echo else "" for tokens in prompts]
+        prompts = _prompt_list(body.prompt)
+        # Each prompt is a generation of its own, and takes its own place in the model's limit.
+        handle = await open_model(pool, body.model, generations=len(prompts))
+        token_lists = await _token_lists(handle, prompts)
+        generations = [_generation(handle, body, tokens) for tokens in token_lists]
+        echoes = [handle.tokenizer.decode(tokens) if body.echo else "" for tokens in token_lists]
         if body.stream:
             include_usage = bool(body.stream_options and body.stream_options.include_usage)
-            return sse_response(_stream(pool, handle, generations, echoes, body, include_usage))
-        with pool.admitted(handle):
-            results = await asyncio.gather(*(_collect(g) for g in generations))
+            return sse_response(_stream(generations, echoes, body, include_usage), openai_error_frame)
+        results = await asyncio.gather(*(_collect(g) for g in generations))
         choices = [
             CompletionChoice(i, echoes[i] + text, _logprobs(infos) if body.logprobs is not None else None, g.finish_reason)
             for i, (g, (text, infos)) in enumerate(zip(generations, results))
@@ -58,8 +59,8 @@ def _reject_unsupported(body: CompletionBody) -> None:
         raise InvalidRequestError(f"'logprobs' must be between 0 and {MAX_COMPLETION_LOGPROBS}.", param="logprobs")
 
 
-async def _prompt_token_lists(handle: ModelHandle, prompt) -> list[list[int]]:
-    """str | [str] | [int] | [[int]] → one token list per prompt."""
+def _prompt_list(prompt) -> list[str | list[int]]:
+    """str | [str] | [int] | [[int]] → one prompt (text or token ids) per generation."""
     if isinstance(prompt, str):
         prompts = [prompt]
     elif prompt and all(_is_token(p) for p in prompt):
@@ -70,13 +71,16 @@ async def _prompt_token_lists(handle: ModelHandle, prompt) -> list[list[int]]:
         raise InvalidRequestError("'prompt' must not be empty.", param="prompt")
     if not all(isinstance(p, str) or (isinstance(p, list) and all(_is_token(t) for t in p)) for p in prompts):
         raise InvalidRequestError("'prompt' must be a string, a list of strings, a list of token ids or a list of such lists.", param="prompt")
+    return prompts
+
+
+async def _token_lists(handle: ModelHandle, prompts: list[str | list[int]]) -> list[list[int]]:
     token_lists = [await tokenize_text(handle, p) if isinstance(p, str) else list(p) for p in prompts]
-    vocab_size = len(handle.tokenizer.get_vocab())
     for i, tokens in enumerate(token_lists):
         if not tokens:
             raise InvalidRequestError("A prompt must contain at least one token.", param="prompt")
-        if any(not 0 <= t < vocab_size for t in tokens):
-            raise InvalidRequestError(f"Prompt {i} contains token ids outside the vocabulary.", param="prompt")
+        if (problem := token_problem(tokens, handle.vocab_size, "prompt")) is not None:
+            raise InvalidRequestError(f"Prompt {i}: {problem[1]}", param="prompt")
     return token_lists
 
 
@@ -87,7 +91,7 @@ def _is_token(value: object) -> bool:
 def _generation(handle: ModelHandle, body: CompletionBody, tokens: list[int]) -> Generation:
     max_tokens = resolve_max_tokens(handle, body.max_tokens, len(tokens), context_param="prompt")
     sampling = build_sampling(handle, sampling_input(body, body.logprobs))
-    return Generation(handle, GenerationRequest(tokens, max_tokens, sampling, normalize_stop(body.stop), list(body.stop_token_ids or [])))
+    return Generation(handle, GenerationRequest(tokens, max_tokens, sampling, normalize_stop(body.stop), stop_token_ids(handle, body.stop_token_ids)))
 
 
 async def _collect(generation: Generation) -> tuple[str, list[TokenInfo]]:
@@ -98,7 +102,7 @@ async def _collect(generation: Generation) -> tuple[str, list[TokenInfo]]:
     return "".join(text), infos
 
 
-async def _stream(pool: ModelPool, handle: ModelHandle, generations: list[Generation], echoes: list[str], body: CompletionBody, include_usage: bool) -> AsyncIterator[bytes]:
+async def _stream(generations: list[Generation], echoes: list[str], body: CompletionBody, include_usage: bool) -> AsyncIterator[bytes]:
     chunk_id, created = new_id("cmpl-"), now()
     usage_field = None if include_usage else UNSET
 
@@ -106,19 +110,14 @@ async def _stream(pool: ModelPool, handle: ModelHandle, generations: list[Genera
         choice = CompletionChoice(index, text, _logprobs(infos) if body.logprobs is not None else None, finish)
         return data_frame(Completion(chunk_id, "text_completion", created, body.model, [choice], usage_field))
 
-    with pool.admitted(handle):
-        for index, echo in enumerate(echoes):
-            if echo:
-                yield chunk(index, echo, None, [])
-        try:
-            async for index, delta in _merged(generations):
-                if delta.text or delta.finish_reason or delta.logprobs:
-                    yield chunk(index, delta.text, delta.finish_reason, delta.logprobs)
-                else:
-                    yield COMMENT_KEEPALIVE  # a heartbeat: the engine is still prefilling
-        except (RouterError, EngineError) as exc:
-            yield data_frame(error_body(as_router_error(exc)))
-            return
+    for index, echo in enumerate(echoes):
+        if echo:
+            yield chunk(index, echo, None, [])
+    async for index, delta in _merged(generations):
+        if delta.text or delta.finish_reason or delta.logprobs:
+            yield chunk(index, delta.text, delta.finish_reason, delta.logprobs)
+        else:
+            yield COMMENT_KEEPALIVE  # a heartbeat: the engine is still prefilling
     if include_usage:
         yield data_frame(Completion(chunk_id, "text_completion", created, body.model, [], _total_usage(generations)))
     yield DONE_FRAME

@@ -8,9 +8,8 @@ from typing import Any
 
 from litestar import Controller, Request, post
 
-from engines.errors import EngineError
 from router.api.dispatch import new_id, open_model, run_whole_turn
-from router.errors import ContextLengthError, InvalidRequestError, RouterError, as_router_error
+from router.errors import ContextLengthError, InvalidRequestError, RouterError, shown
 from router.pool import ModelPool
 from router.api.responses.input import flat_tools, input_messages, to_turn_request
 from router.api.responses.items import ItemBuilder
@@ -36,12 +35,14 @@ class ResponsesController(Controller):
         except ContextLengthError as exc:
             if not body.stream:
                 raise
-            return sse_response(_failed_stream(shell, exc))
+            stream = _ResponseStream(shell)
+            return sse_response(stream.failed_at_once(exc), stream.failed)
         conversation = history + input_messages(body.input)
         if body.stream:
-            return sse_response(_stream(pool, turn, shell, responses, conversation, body.store is not False))
+            stream = _ResponseStream(shell)
+            return sse_response(stream.frames(turn, responses, conversation, body.store is not False), stream.failed)
         builder = ItemBuilder()
-        end = await run_whole_turn(pool, turn, builder.apply)
+        end = await run_whole_turn(turn, builder.apply)
         result = shell.finished(builder.finish(), turn, end)
         if body.store is not False:
             responses.put(shell.id, conversation + builder.as_messages())
@@ -53,7 +54,7 @@ def _history(body: ResponsesBody, responses: ResponseStore) -> list[dict[str, An
         return []
     history = responses.get(body.previous_response_id)
     if history is None:
-        raise InvalidRequestError(f"Previous response with id '{body.previous_response_id}' not found.", param="previous_response_id")
+        raise InvalidRequestError(f"Previous response with id '{shown(body.previous_response_id)}' not found.", param="previous_response_id")
     return [dict(m) for m in history]
 
 
@@ -108,48 +109,47 @@ def usage_of(turn: Turn) -> dict[str, Any]:
     }
 
 
-class _Sequencer:
-    """Numbers every event of one stream 0, 1, 2, ... (the SDK checks the order)."""
+class _ResponseStream:
+    """§2.3: created, in_progress, per-item events, then exactly one terminal event.
 
-    def __init__(self) -> None:
-        self.next = 0
+    Every event is numbered 0, 1, 2, ... across the stream (the SDK checks the order); the
+    builder's items live here so that a failure can still report what was produced.
+    """
 
-    def frame(self, kind: str, payload: dict[str, Any]) -> bytes:
-        frame = event_frame(kind, {"type": kind, "sequence_number": self.next, **payload})
-        self.next += 1
+    def __init__(self, shell: ResponseShell) -> None:
+        self._shell = shell
+        self._next = 0
+        self._builder = ItemBuilder()
+
+    async def frames(self, turn: Turn, responses: ResponseStore, conversation: list[dict[str, Any]], store: bool) -> AsyncIterator[bytes]:
+        shell, builder = self._shell, self._builder
+        yield self._frame("response.created", {"response": shell.render("in_progress", [])})
+        yield self._frame("response.in_progress", {"response": shell.render("in_progress", [])})
+        async for event in turn.events():
+            if isinstance(event, Heartbeat):
+                yield COMMENT_KEEPALIVE  # bytes through a long prefill; SSE parsers skip comments
+                continue
+            for kind, payload in builder.apply(event):
+                yield self._frame(kind, payload)
+            if isinstance(event, TurnEnd):
+                for kind, payload in builder.close_frames():
+                    yield self._frame(kind, payload)
+                result = shell.finished(builder.items, turn, event)
+                if store:
+                    responses.put(shell.id, conversation + builder.as_messages())
+                yield self._frame(f"response.{result['status']}", {"response": result})
+
+    async def failed_at_once(self, error: ContextLengthError) -> AsyncIterator[bytes]:
+        """A prompt over the context, streamed: Codex compacts on this code, so it must be the terminal event."""
+        yield self._frame("response.created", {"response": self._shell.render("in_progress", [])})
+        yield self.failed(error)
+
+    def failed(self, error: RouterError) -> bytes:
+        """The terminal ``response.failed`` event, with the items produced so far."""
+        failed = self._shell.render("failed", self._builder.items, error={"code": error.code or "server_error", "message": error.message})
+        return self._frame("response.failed", {"response": failed})
+
+    def _frame(self, kind: str, payload: dict[str, Any]) -> bytes:
+        frame = event_frame(kind, {"type": kind, "sequence_number": self._next, **payload})
+        self._next += 1
         return frame
-
-
-async def _stream(pool: ModelPool, turn: Turn, shell: ResponseShell, responses: ResponseStore,
-                  conversation: list[dict[str, Any]], store: bool) -> AsyncIterator[bytes]:
-    """§2.3: created, in_progress, per-item events, then exactly one terminal event."""
-    seq = _Sequencer()
-    yield seq.frame("response.created", {"response": shell.render("in_progress", [])})
-    yield seq.frame("response.in_progress", {"response": shell.render("in_progress", [])})
-    builder = ItemBuilder()
-    with pool.admitted(turn.generation.handle):
-        try:
-            async for event in turn.events():
-                if isinstance(event, Heartbeat):
-                    yield COMMENT_KEEPALIVE  # bytes through a long prefill; SSE parsers skip comments
-                    continue
-                for kind, payload in builder.apply(event):
-                    yield seq.frame(kind, payload)
-                if isinstance(event, TurnEnd):
-                    for kind, payload in builder.close_frames():
-                        yield seq.frame(kind, payload)
-                    result = shell.finished(builder.items, turn, event)
-                    if store:
-                        responses.put(shell.id, conversation + builder.as_messages())
-                    yield seq.frame(f"response.{result['status']}", {"response": result})
-        except (RouterError, EngineError) as exc:
-            error = as_router_error(exc)
-            failed = shell.render("failed", builder.items, error={"code": error.code or "server_error", "message": error.message})
-            yield seq.frame("response.failed", {"response": failed})
-
-
-async def _failed_stream(shell: ResponseShell, error: ContextLengthError) -> AsyncIterator[bytes]:
-    """A prompt over the context, streamed: Codex compacts on this code, so it must be the terminal event."""
-    seq = _Sequencer()
-    yield seq.frame("response.created", {"response": shell.render("in_progress", [])})
-    yield seq.frame("response.failed", {"response": shell.render("failed", [], error={"code": error.code, "message": error.message})})

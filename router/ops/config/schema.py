@@ -84,12 +84,20 @@ class ServerConfig(_Frozen):
     """Never contact the Hugging Face Hub; only local dirs or the HF cache."""
     max_body_mb: Annotated[int, Field(gt=0)] = 32
     """Request body cap in MiB; larger bodies get 413."""
+    header_timeout_s: Annotated[float, Field(gt=0)] = 10.0
+    """Seconds for a request line + headers to arrive (from connect, or a keep-alive request's first byte); else 408."""
+    body_timeout_s: Annotated[float, Field(gt=0)] = 60.0
+    """Seconds for a request's whole body to arrive after its headers; else 408 and the connection closes."""
     runtime_dir: str = ""
     """Sockets and worker state; "" = $XDG_RUNTIME_DIR/rapid-mlx, else <tempdir>/rapid-mlx-<uid>."""
     keepalive_s: Annotated[float, Field(gt=0)] = 5.0
     """Streams with no new output this long get a keepalive (SSE comment or Anthropic ping)."""
     reasoning_alias: bool = False
     """Chat completions also carry thinking as `reasoning` (vLLM's name) beside `reasoning_content`."""
+    allow_request_chat_template: bool = False
+    """Let requests replace the chat template (`chat_template_kwargs.chat_template`): arbitrary Jinja run in the router."""
+    chat_template_timeout_s: Annotated[float, Field(gt=0)] = 10.0
+    """Longest a chat template may take to render one request (then 400)."""
 
 
 class SamplingDefaults(_Frozen):

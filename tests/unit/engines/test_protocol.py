@@ -6,9 +6,12 @@ import pytest
 
 from engines.protocol import (
     FRAME_HEADER,
+    PROTOCOL_VERSION,
     AbortRequest,
     AddRequest,
+    ErrorKind,
     FinishReason,
+    RouterWelcome,
     SamplingParams,
     Shutdown,
     StepOutputs,
@@ -16,6 +19,7 @@ from engines.protocol import (
     TokenLogprob,
     TopLogprob,
     WorkerFatal,
+    WorkerHello,
     WorkerReady,
     decode_input,
     decode_output,
@@ -35,6 +39,7 @@ def payload(frame: bytes) -> bytes:
         AddRequest("r1", [1, 2, 3], 16, SamplingParams(temperature=0.5, seed=3, logit_bias={7: -100.0}, top_logprobs=2), [2]),
         AbortRequest(["r1", "r2"]),
         Shutdown(),
+        RouterWelcome("secret"),
     ],
 )
 def test_inputs_round_trip(message):
@@ -44,12 +49,13 @@ def test_inputs_round_trip(message):
 @pytest.mark.parametrize(
     "message",
     [
-        WorkerReady(1, "coder", 4096, 1234),
+        WorkerHello(PROTOCOL_VERSION, "secret", 1234),
+        WorkerReady(PROTOCOL_VERSION, "coder", 4096, 1234, 151936),
         WorkerFatal("boom"),
         StepOutputs([
             TokenDelta("a", [5], None, [TokenLogprob(5, -0.1, [TopLogprob(5, -0.1), TopLogprob(9, -2.5)])], cached_tokens=0),
             TokenDelta("b", [], FinishReason.STOP),
-            TokenDelta("c", [], FinishReason.ERROR, error="bad"),
+            TokenDelta("c", [], FinishReason.ERROR, error="bad", error_kind=ErrorKind.INVALID_REQUEST),
         ]),
     ],
 )

@@ -1,0 +1,83 @@
+"""Admission: how many generations each model holds against ``max_concurrency + max_queue``.
+
+Counting is check-and-take in one synchronous step (no ``await`` between the check and the
+increment), so a burst of requests on new connections cannot all pass the check before any
+of them counts. Every generation counts: a ``/v1/completions`` request with 64 prompts takes
+64 places.
+
+A request keeps its places until its HTTP exchange ends, streamed body included:
+``release_admissions`` (an ASGI middleware) gives back whatever the request took when the
+exchange is over, however it ended (a response, an error, a client that went away before a
+stream even started).
+"""
+
+from __future__ import annotations
+
+import contextvars
+from typing import TYPE_CHECKING
+
+from litestar.types import ASGIApp, Receive, Scope, Send
+
+from router.errors import InvalidRequestError, OverloadedError
+
+if TYPE_CHECKING:
+    from router.pool import ModelHandle
+
+# The admissions the current HTTP request took; set per request by ``release_admissions``.
+_taken: contextvars.ContextVar[list[Admission] | None] = contextvars.ContextVar("rapidmlx_admissions", default=None)
+
+
+class Admission:
+    """Places one request holds on one model; ``release`` is idempotent."""
+
+    def __init__(self, handle: ModelHandle, count: int) -> None:
+        self._handle = handle
+        self.count = count
+        self._held = True
+        handle.inflight += count
+
+    def release(self) -> None:
+        if self._held:
+            self._held = False
+            self._handle.inflight -= self.count
+
+
+def admit(handle: ModelHandle, count: int = 1) -> Admission:
+    """Take ``count`` places on ``handle`` for the current request, or refuse.
+
+    Raises:
+        InvalidRequestError: ``count`` alone exceeds the model's limit (it could never run).
+        OverloadedError: the model has no room now (429, with Retry-After).
+        RuntimeError: called outside an HTTP request (no scope to release it).
+    """
+    taken = _taken.get()
+    if taken is None:
+        raise RuntimeError("admit() needs the release_admissions middleware around the request")
+    limit = handle.config.max_concurrency + handle.config.max_queue
+    if count > limit:
+        raise InvalidRequestError(
+            f"This request needs {count} generations at once; model {handle.model_id!r} runs at most {limit}.", param="prompt")
+    if handle.inflight + count > limit:
+        raise OverloadedError(
+            f"Model {handle.model_id!r} has {handle.inflight} requests in flight (limit {limit}); try again in 1s.",
+            retry_after_s=1.0,
+        )
+    admission = Admission(handle, count)
+    taken.append(admission)
+    return admission
+
+
+def release_admissions(app: ASGIApp) -> ASGIApp:
+    """Middleware: give back every place a request took once its exchange is over."""
+
+    async def middleware(scope: Scope, receive: Receive, send: Send) -> None:
+        taken: list[Admission] = []
+        token = _taken.set(taken)
+        try:
+            await app(scope, receive, send)
+        finally:
+            _taken.reset(token)
+            for admission in taken:
+                admission.release()
+
+    return middleware

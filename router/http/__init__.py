@@ -1,0 +1,1 @@
+"""HTTP plumbing below the API controllers: route methods, header and body timeouts."""
