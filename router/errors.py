@@ -102,6 +102,9 @@ def as_router_error(exc: BaseException) -> RouterError:
     """Map engine and framework exceptions onto RouterError (the four-step rule's last steps)."""
     if isinstance(exc, RouterError):
         return exc
+    if isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        # Concurrent generations (a multi-prompt completion) fail as a group: report the first.
+        return as_router_error(exc.exceptions[0])
     if isinstance(exc, WorkerNotReadyError):
         return ModelUnavailableError(str(exc), retry_after_s=exc.retry_after_s)
     if isinstance(exc, (WorkerDiedError, WorkerLoadError)):

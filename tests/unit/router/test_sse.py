@@ -33,6 +33,8 @@ async def collect(frames) -> list[bytes]:
         (OverflowError("int too large to convert"), "server_error"),
         (EngineRequestError("the engine failed while generating this request"), "server_error"),
         (EngineRequestError("the prompt is empty", invalid=True), "invalid_request_error"),
+        # One of a multi-prompt completion's concurrent generations failing: a TaskGroup's group.
+        (ExceptionGroup("generations", [EngineRequestError("the prompt is empty", invalid=True)]), "invalid_request_error"),
     ],
 )
 def test_any_exception_ends_the_stream_with_an_error_frame(exc, status_type):
