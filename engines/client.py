@@ -33,6 +33,7 @@ from engines.protocol import (
     FRAME_HEADER,
     MAX_FRAME_BYTES,
     PROTOCOL_VERSION,
+    SPEC_ENV,
     AbortRequest,
     AddRequest,
     RouterWelcome,
@@ -51,7 +52,6 @@ logger = logging.getLogger(__name__)
 
 RESTART_BACKOFF_S = (0.5, 1.0, 2.0, 5.0, 10.0, 30.0)
 HELLO_TIMEOUT_S = 10.0
-SPEC_ENV = "RAPIDMLX_WORKER_SPEC"  # engines.worker reads its spec from here
 
 
 class WorkerState(enum.Enum):

@@ -25,6 +25,8 @@ import msgspec
 PROTOCOL_VERSION = 2
 FRAME_HEADER = struct.Struct(">I")
 MAX_FRAME_BYTES = 256 * 1024 * 1024
+# The environment variable a worker's WorkerSpec travels in (JSON).
+SPEC_ENV = "RAPIDMLX_WORKER_SPEC"
 
 # Seeds are 64-bit as in vLLM and OpenAI (negative seeds allowed); msgpack carries at most 64 bits.
 SEED_MIN, SEED_MAX = -(2**63), 2**64 - 1

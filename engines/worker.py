@@ -34,6 +34,7 @@ from engines.protocol import (
     FRAME_HEADER,
     MAX_FRAME_BYTES,
     PROTOCOL_VERSION,
+    SPEC_ENV,
     AbortRequest,
     AddRequest,
     RouterWelcome,
@@ -51,7 +52,6 @@ from engines.errors import EngineUnrecoverableError
 
 logger = logging.getLogger("engines.worker")
 
-SPEC_ENV = "RAPIDMLX_WORKER_SPEC"
 WELCOME_TIMEOUT_S = 30.0
 EXIT_NOT_MY_ROUTER = 3
 

@@ -23,26 +23,11 @@ from router.errors import InvalidRequestError, OverloadedError
 if TYPE_CHECKING:
     from router.pool import ModelHandle
 
-# The admissions the current HTTP request took; set per request by ``release_admissions``.
-_taken: contextvars.ContextVar[list[Admission] | None] = contextvars.ContextVar("rapidmlx_admissions", default=None)
+# (model, places) the current HTTP request took; set per request by ``release_admissions``.
+_taken: contextvars.ContextVar[list[tuple[ModelHandle, int]] | None] = contextvars.ContextVar("rapidmlx_admissions", default=None)
 
 
-class Admission:
-    """Places one request holds on one model; ``release`` is idempotent."""
-
-    def __init__(self, handle: ModelHandle, count: int) -> None:
-        self._handle = handle
-        self.count = count
-        self._held = True
-        handle.inflight += count
-
-    def release(self) -> None:
-        if self._held:
-            self._held = False
-            self._handle.inflight -= self.count
-
-
-def admit(handle: ModelHandle, count: int = 1) -> Admission:
+def admit(handle: ModelHandle, count: int = 1) -> None:
     """Take ``count`` places on ``handle`` for the current request, or refuse.
 
     Raises:
@@ -62,22 +47,21 @@ def admit(handle: ModelHandle, count: int = 1) -> Admission:
             f"Model {handle.model_id!r} has {handle.inflight} requests in flight (limit {limit}); try again in 1s.",
             retry_after_s=1.0,
         )
-    admission = Admission(handle, count)
-    taken.append(admission)
-    return admission
+    handle.inflight += count
+    taken.append((handle, count))
 
 
 def release_admissions(app: ASGIApp) -> ASGIApp:
     """Middleware: give back every place a request took once its exchange is over."""
 
     async def middleware(scope: Scope, receive: Receive, send: Send) -> None:
-        taken: list[Admission] = []
+        taken: list[tuple[ModelHandle, int]] = []
         token = _taken.set(taken)
         try:
             await app(scope, receive, send)
         finally:
             _taken.reset(token)
-            for admission in taken:
-                admission.release()
+            for handle, count in taken:
+                handle.inflight -= count
 
     return middleware

@@ -15,7 +15,7 @@ import msgspec
 import pytest
 import tomli_w
 
-from engines.protocol import FRAME_HEADER, PROTOCOL_VERSION, RouterWelcome, WorkerHello, WorkerSpec, decode_output, encode_frame
+from engines.protocol import FRAME_HEADER, PROTOCOL_VERSION, SPEC_ENV, RouterWelcome, WorkerHello, WorkerSpec, decode_output, encode_frame
 
 
 def chat(model: str) -> dict:
@@ -64,7 +64,7 @@ def listen(path: Path) -> socket.socket:
 
 
 def start_worker(spec: WorkerSpec) -> subprocess.Popen:
-    env = {**os.environ, "RAPIDMLX_WORKER_SPEC": msgspec.json.encode(spec).decode()}
+    env = {**os.environ, SPEC_ENV: msgspec.json.encode(spec).decode()}
     return subprocess.Popen([sys.executable, "-m", "engines.worker", "--model-id", spec.model_id], env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 
