@@ -1,4 +1,4 @@
-"""The ``rapid-mlx`` command: serve, validate, models, demo build."""
+"""The ``rapid-mlx`` command: serve, validate, models, demo build, bench."""
 
 from __future__ import annotations
 
@@ -37,12 +37,19 @@ def main(argv: list[str] | None = None) -> int:
     demo_commands = demo.add_subparsers(dest="demo_command", required=True)
     demo_commands.add_parser("build", help="rebuild the demo model from nothing (options: rapid-mlx demo build -h)", add_help=False)
 
-    # ``demo build`` hands its arguments to the builder's own parser, so its options live in one place.
+    # Its workloads and options live in router/bench/cli.py (rapid-mlx bench -h).
+    commands.add_parser("bench", help="measure a server: TTFT, cache hits, tool-call failures (rapid-mlx bench -h)", add_help=False)
+
+    # ``demo build`` and ``bench`` hand their arguments to their own parsers, so their options live in one place.
     args, rest = parser.parse_known_args(argv)
     if args.command == "demo":
         from engines.demo.build import main as build_main
 
         return build_main(rest)
+    if args.command == "bench":
+        from router.bench.cli import main as bench_main
+
+        return bench_main(rest)
     if rest:
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
     if args.command == "serve":

@@ -21,7 +21,7 @@ SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 # Qwen keeps these as non-special added tokens so they survive detokenisation as text.
 MARKUP_TOKENS = ["<tool_call>", "</tool_call>", "<think>", "</think>", "<tool_response>", "</tool_response>"]
 
-_WORDS = (
+CORPUS_WORDS = (
     "the a an of to in is are was be on for with as at by it this that from or and not "
     "model token cache batch prefix stream request server router engine worker queue "
     "hello world weather city paris london tokyo search file read write code python "
@@ -36,7 +36,7 @@ def synthetic_corpus(lines: int = 2000, seed: int = 0) -> list[str]:
     rng = random.Random(seed)
     corpus = []
     for _ in range(lines):
-        words = [rng.choice(_WORDS) for _ in range(rng.randint(4, 16))]
+        words = [rng.choice(CORPUS_WORDS) for _ in range(rng.randint(4, 16))]
         corpus.append(" ".join(words).capitalize() + rng.choice([".", "?", "!", ","]))
     corpus += ['{"name": "get_weather", "arguments": {"city": "Paris"}}'] * 20
     return corpus

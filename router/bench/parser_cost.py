@@ -1,26 +1,22 @@
-"""Streaming-parser cost per token on long outputs, against the cost of a decode step.
+"""``rapid-mlx bench parsers``: streaming-parser cost per token on long outputs, against a decode step.
 
 The router runs the output parser once per engine step for every stream, so its per-token
 cost must stay far below a decode step. For each tool-call family this feeds a long output
 (a few thousand tokens of prose, then a tool call whose string argument is a long file body)
 in 4-character chunks (about one BPE token each) and reports microseconds per chunk. The
-baseline is one decode step of a real MLX model measured in the same run.
-
-    python bench/parser_cost.py --hidden 512 --layers 8
+baseline is one decode step of a real MLX model (``--size``) measured in the same run. It runs
+in process: the parsers are the router's own, and no server is involved.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
-import sys
+import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from parsers import ToolCallEnd, make_output_parser  # noqa: E402
+from parsers import ToolCallEnd, make_output_parser
 
 CHUNK = 4
 PROSE = "The scheduler admits requests in order and decodes them together. " * 120
@@ -64,17 +60,15 @@ def per_chunk_us(tool_parser: str | None, reasoning_parser: str | None, text: st
     return 1e6 * statistics.median(runs)
 
 
-def decode_step_ms(hidden: int, layers: int) -> float:
+def decode_step_ms(size: str) -> float:
     """One batch-1 decode step of a random qwen3 model of this size (mlx-lm BatchGenerator)."""
-    import tempfile
-
     from mlx_lm.generate import BatchGenerator
     from mlx_lm.utils import load_model
 
-    from engines.demo.tiny import build_tiny_model
+    from router.bench.models import make_model
 
     with tempfile.TemporaryDirectory() as tmp:
-        model, _ = load_model(build_tiny_model(Path(tmp) / "m", hidden_size=hidden, num_layers=layers, vocab_size=4096))
+        model, _ = load_model(make_model(Path(tmp) / "m", size=size))
     generator = BatchGenerator(model, completion_batch_size=1)
     generator.insert([list(range(3, 67))], max_tokens=[400])
     steps, start = 0, None
@@ -89,21 +83,12 @@ def decode_step_ms(hidden: int, layers: int) -> float:
     return 1000 * (time.perf_counter() - start) / steps
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--hidden", type=int, default=512, help="width of the model whose decode step is the baseline")
-    parser.add_argument("--layers", type=int, default=8)
-    parser.add_argument("--repeats", type=int, default=5)
-    args = parser.parse_args()
-    step_ms = decode_step_ms(args.hidden, args.layers)
-    print(f"baseline: one decode step of a qwen3 hidden={args.hidden} layers={args.layers} model: {step_ms:.2f} ms\n")
-    print("| family | output chars | µs per 4-char chunk | share of a decode step |")
-    print("|---|---|---|---|")
+def parser_cost_report(size: str, repeats: int = 5) -> str:
+    """The markdown table of per-chunk cost for every family, against one decode step."""
+    step_ms = decode_step_ms(size)
+    lines = [f"baseline: one batch-1 decode step of a qwen3 model of size {size}: {step_ms:.2f} ms", "",
+             "| family | output chars | µs per 4-char chunk | share of a decode step |", "|---|---|---|---|"]
     for family, (tool, reasoning, text) in FAMILIES.items():
-        us = per_chunk_us(tool, reasoning, text, args.repeats)
-        print(f"| {family} | {len(text)} | {us:.1f} | {100 * us / (1000 * step_ms):.3f}% |")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+        us = per_chunk_us(tool, reasoning, text, repeats)
+        lines.append(f"| {family} | {len(text)} | {us:.1f} | {100 * us / (1000 * step_ms):.3f}% |")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,188 @@
+"""``rapid-mlx bench WORKLOAD [options]``: measure any OpenAI- or Anthropic-compatible server."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+
+from router.bench.profiles import PROFILES
+
+WORKLOADS = {
+    "agent": "S concurrent agent sessions of T turns, each resending its whole history",
+    "burst": "N concurrent independent prompts: aggregate and per-request decode tok/s, TTFT",
+    "tools": "prompts that need a tool: calls parsed, arguments valid, markup leaked, calls missing",
+    "restart": "two turns, a graceful restart (needs --launch or --compare), then the next turn",
+    "long": "one session grown to a long context: TTFT per turn as the context grows",
+}
+DEFAULT_MAX_TOKENS = {"agent": 32, "burst": 128, "tools": 96, "restart": 32, "long": 16}
+EPILOG = """examples:
+  rapid-mlx bench make-model --size small --out /tmp/bench-model
+  rapid-mlx bench agent --base-url http://127.0.0.1:8000 --model demo --sessions 1,4
+  rapid-mlx bench agent --model default_model --sessions 1,4 --rounds 2 --tokenizer /tmp/bench-model \\
+      --labels mlx_lm.server,rapid-mlx \\
+      --compare "python -m mlx_lm server --model /tmp/bench-model --port {port}" \\
+                "rapid-mlx serve --config bench.toml --port {port}"
+"""
+
+
+def _int_list(text: str) -> list[int]:
+    try:
+        values = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
+    if not values or any(v < 1 for v in values):
+        raise argparse.ArgumentTypeError(f"expected positive integers, got {text!r}")
+    return values
+
+
+def _target_options() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    where = common.add_argument_group("target (one of)").add_mutually_exclusive_group(required=True)
+    where.add_argument("--base-url", help="a running server, e.g. http://127.0.0.1:8000 (or …/v1)")
+    where.add_argument("--launch", metavar="CMD", help='start this command per phase, e.g. "rapid-mlx serve --port {port}"')
+    where.add_argument("--compare", nargs=2, metavar=("CMD_A", "CMD_B"),
+                       help="two launch commands run alternately (A B A B ...); ratios are B/A")
+    options = common.add_argument_group("run")
+    options.add_argument("--model", required=True, help="model name sent in every request")
+    options.add_argument("--api", choices=("openai", "anthropic"), default="openai",
+                         help="OpenAI chat completions or Anthropic Messages (default: openai)")
+    options.add_argument("--labels", help="names of the targets, comma-separated (default: A,B or server)")
+    options.add_argument("--rounds", type=int, help="rounds per phase (default: 2 with --compare, else 1)")
+    options.add_argument("--max-tokens", type=int, help="per request (default: agent 32, burst 128, tools 96, restart 32, long 16)")
+    options.add_argument("--ignore-eos", action="store_true", help="bias the EOS token away (needs --tokenizer), so every request decodes --max-tokens")
+    options.add_argument("--tokenizer", type=Path, help="the model's tokenizer directory: exact ideal cached tokens, and --ignore-eos")
+    options.add_argument("--seed", type=int, default=0, help="content seed (default 0)")
+    options.add_argument("--out", type=Path, help="output directory (default: bench-results/WORKLOAD-TIMESTAMP)")
+    options.add_argument("--max-errors", type=int, default=0, help="exit 1 when more requests fail than this (default 0)")
+    options.add_argument("--ready-timeout", type=float, default=600.0, help="seconds a server may take to answer (default 600)")
+    options.add_argument("--timeout", type=float, default=600.0, help="seconds per request (default 600)")
+    return common
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="rapid-mlx bench", description=__doc__, epilog=EPILOG,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    workloads = parser.add_subparsers(dest="workload", required=True, metavar="WORKLOAD")
+    common = _target_options()
+    agent = workloads.add_parser("agent", parents=[common], help=WORKLOADS["agent"])
+    agent.add_argument("--sessions", type=_int_list, default=[1, 4], help="concurrent sessions per phase, e.g. 1,4,8")
+    agent.add_argument("--turns", type=int, default=8)
+    agent.add_argument("--distinct-prefix", action="store_true", help="each session its own system prompt and tools")
+    burst = workloads.add_parser("burst", parents=[common], help=WORKLOADS["burst"])
+    burst.add_argument("--n", type=_int_list, default=[1, 8, 32], help="concurrent requests per phase, e.g. 1,8,32")
+    burst.add_argument("--prompt-tokens", type=int, default=200, help="about this many tokens per prompt")
+    tools = workloads.add_parser("tools", parents=[common], help=WORKLOADS["tools"])
+    tools.add_argument("--cases", type=Path, help='JSONL of {"messages", "tools", "expect"} (default: the demo model\'s tool prompts)')
+    tools.add_argument("--limit", type=int, help="use the first N cases")
+    restart = workloads.add_parser("restart", parents=[common], help=WORKLOADS["restart"])
+    long = workloads.add_parser("long", parents=[common], help=WORKLOADS["long"])
+    long.add_argument("--to", type=int, default=32768, help="grow the context to about this many tokens")
+    long.add_argument("--step", type=int, default=2048, help="tokens added per turn")
+    for sub in (agent, restart, long):
+        sub.add_argument("--profile", choices=sorted(PROFILES), default="small",
+                         help="claude-code (~12k tokens of system and tools), codex (~5k), small (~2.5k)")
+    for sub in (agent, restart):
+        sub.add_argument("--result-tokens", type=int, default=300, help="tokens per tool result")
+    agent.add_argument("--tool-time", type=float, default=0.5, help="mean simulated tool time between turns, s (uniform 0..2x)")
+
+    parsers = workloads.add_parser("parsers", help="in process: streaming-parser cost per token against a decode step")
+    parsers.add_argument("--size", choices=("tiny", "small", "medium"), default="small")
+    parsers.add_argument("--repeats", type=int, default=5)
+    parsers.add_argument("--out", type=Path)
+    make = workloads.add_parser("make-model", help="write a deterministic random-weight checkpoint both servers load offline")
+    make.add_argument("--arch", choices=("qwen3", "llama", "qwen3_next"), default="qwen3")
+    make.add_argument("--size", choices=("tiny", "small", "medium"), default="small")
+    make.add_argument("--seed", type=int, default=0)
+    make.add_argument("--out", type=Path, required=True)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.workload == "make-model":
+        return _make_model(args)
+    out_dir = args.out or Path("bench-results") / f"{args.workload}-{datetime.now(UTC):%Y%m%dT%H%M%SZ}"
+    if args.workload == "parsers":
+        return _parsers(args, out_dir)
+    return _run(parser, args, out_dir)
+
+
+def _make_model(args: argparse.Namespace) -> int:
+    from router.bench.models import make_model, parameter_count
+
+    path = make_model(args.out, arch=args.arch, size=args.size, seed=args.seed)
+    print(f"{path}: {args.arch} {args.size}, {parameter_count(path) / 1e6:.1f}M parameters")
+    return 0
+
+
+def _parsers(args: argparse.Namespace, out_dir: Path) -> int:
+    from router.bench.parser_cost import parser_cost_report
+
+    report = parser_cost_report(args.size, args.repeats)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "summary.md").write_text("# rapid-mlx bench parsers\n\n" + report)
+    print(report)
+    return 0
+
+
+def _workload(args: argparse.Namespace):
+    from router.bench.workloads import agent, burst, long, restart, tools
+
+    kinds = {"agent": agent.AgentWorkload, "burst": burst.BurstWorkload, "tools": tools.ToolsWorkload,
+             "restart": restart.RestartWorkload, "long": long.LongWorkload}
+    return kinds[args.workload].from_args(args)
+
+
+def _targets(parser: argparse.ArgumentParser, args: argparse.Namespace):
+    from router.bench.targets import TargetSpec
+
+    commands = args.compare or ([args.launch] if args.launch else [None])
+    labels = args.labels.split(",") if args.labels else (["A", "B"] if args.compare else ["server"])
+    if len(labels) != len(commands):
+        parser.error(f"--labels names {len(labels)} targets for {len(commands)}")
+    try:
+        if args.base_url:
+            return [TargetSpec(labels[0], base_url=args.base_url)]
+        return [TargetSpec(label, launch=command) for label, command in zip(labels, commands)]
+    except ValueError as exc:
+        parser.error(str(exc))
+
+
+def _run(parser: argparse.ArgumentParser, args: argparse.Namespace, out_dir: Path) -> int:
+    from router.bench.ideal import PromptTokenizer
+    from router.bench.progress import progress_bar
+    from router.bench.report import write_report
+    from router.bench.runner import BenchOptions, run_bench
+
+    targets = _targets(parser, args)
+    try:
+        workload = _workload(args)
+    except (OSError, ValueError) as exc:
+        parser.error(str(exc))
+    tokenizer = PromptTokenizer(args.tokenizer) if args.tokenizer else None
+    sampling = {}
+    if args.ignore_eos:
+        if tokenizer is None or tokenizer.eos_token_id is None:
+            parser.error("--ignore-eos needs --tokenizer (of a model with an EOS token)")
+        sampling["logit_bias"] = {str(tokenizer.eos_token_id): -100}
+    options = BenchOptions(
+        model=args.model, api=args.api, rounds=args.rounds or (2 if args.compare else 1),
+        max_tokens=args.max_tokens or DEFAULT_MAX_TOKENS[args.workload], sampling=sampling, seed=args.seed,
+        ready_timeout_s=args.ready_timeout, request_timeout_s=args.timeout)
+    planned = sum(workload.planned_requests(p) for p in workload.phases()) * options.rounds * len(targets)
+    with progress_bar(f"bench {args.workload}", planned) as advance:
+        result = asyncio.run(run_bench(workload, targets, options, out_dir, tokenizer=tokenizer,
+                                       on_record=lambda record: advance(1), on_skipped=advance))
+    written = write_report(result, out_dir)
+    print((out_dir / "summary.md").read_text())
+    print("wrote " + ", ".join(str(p) for p in written))
+    problems = result.request_errors() + len(result.failures())
+    if problems > args.max_errors:
+        print(f"rapid-mlx bench: {result.request_errors()} failed requests and {len(result.failures())} failed phases "
+              f"(--max-errors {args.max_errors})", file=sys.stderr)
+        return 1
+    return 0

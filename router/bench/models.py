@@ -1,0 +1,48 @@
+"""``rapid-mlx bench make-model``: deterministic random-weight checkpoints to benchmark on, offline.
+
+The checkpoint is a real mlx-lm model directory (config.json, safetensors, a byte-level BPE
+tokenizer, a ChatML chat template with tools), so rapid-mlx and ``mlx_lm.server`` load the
+same files without a download. Random weights make the output meaningless but the compute
+real: prefill and decode cost what a trained model of that shape costs.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+ARCHITECTURES = ("qwen3", "llama", "qwen3_next")
+# The size is the benchmark's model-size parameter. "small" is the smallest the project's
+# comparisons use (at least 20M parameters); "tiny" is for quick checks of the bench itself.
+SIZES = {
+    "tiny": {"hidden_size": 64, "num_layers": 2, "vocab_size": 512},
+    "small": {"hidden_size": 512, "num_layers": 8, "vocab_size": 4096},
+    "medium": {"hidden_size": 1024, "num_layers": 12, "vocab_size": 4096},
+}
+MAX_CONTEXT = 65536
+
+
+def make_model(out_dir: Path, *, arch: str = "qwen3", size: str = "small", seed: int = 0) -> Path:
+    from engines.demo.tiny import build_tiny_model
+
+    # No <tool_call>/<think> single tokens: a random model emitting them would send its
+    # output through the tool and reasoning parsers, which hold text back (unequal work).
+    return build_tiny_model(out_dir, arch=arch, seed=seed, max_context=MAX_CONTEXT, markup_tokens=False, **SIZES[size])
+
+
+def parameter_count(model_dir: Path) -> int:
+    """Parameters in the checkpoint's safetensors files (read from their headers, no weights loaded)."""
+    import json
+    import struct
+
+    total = 0
+    for path in sorted(Path(model_dir).glob("*.safetensors")):
+        with open(path, "rb") as handle:
+            (length,) = struct.unpack("<Q", handle.read(8))
+            header = json.loads(handle.read(length))
+        for name, entry in header.items():
+            if name != "__metadata__":
+                count = 1
+                for dim in entry["shape"]:
+                    count *= dim
+                total += count
+    return total
