@@ -83,7 +83,7 @@ def build_parser() -> argparse.ArgumentParser:
     long.add_argument("--step", type=int, default=2048, help="tokens added per turn")
     for sub in (agent, restart, long):
         sub.add_argument("--profile", choices=sorted(PROFILES), default="small",
-                         help="claude-code (~12k tokens of system and tools), codex (~5k), small (~2.5k)")
+                         help="claude-code (~12k tokens of system and tools), codex (~5k), small (~2.5k), tiny (checks)")
     for sub in (agent, restart):
         sub.add_argument("--result-tokens", type=int, default=300, help="tokens per tool result")
     agent.add_argument("--tool-time", type=float, default=0.5, help="mean simulated tool time between turns, s (uniform 0..2x)")

@@ -56,6 +56,8 @@ PROFILES = {
     "codex": Profile("codex", system_tokens=3800, tools=6, tool_description_tokens=120),
     # A small agent: about 2.5k.
     "small": Profile("small", system_tokens=1550, tools=4, tool_description_tokens=90),
+    # Not an agent's size: for checking the bench itself in seconds.
+    "tiny": Profile("tiny", system_tokens=150, tools=2, tool_description_tokens=30, task_tokens=20),
 }
 
 

@@ -47,6 +47,7 @@ class PhaseRun:
     round: int
     figures: Figures
     series: Series
+    errors_by_status: dict[str, int] = field(default_factory=dict)
     failure: str | None = None  # the server did not start, or the workload could not run on it
     exit_code: int | None = None  # of a launched server that exited on its own during the phase
 
@@ -119,7 +120,7 @@ async def run_bench(workload: Workload, targets: list[TargetSpec], options: Benc
                     fill_ideal(phase_records, context.prompts, tokenizer)
                 records += phase_records
                 runs.append(PhaseRun(spec.label, phase, round_index + 1, workload.figures(phase, phase_records),
-                                     workload.series(phase, phase_records), failure, exit_code))
+                                     workload.series(phase, phase_records), stats.errors_by_status(phase_records), failure, exit_code))
     return BenchResult(workload.name, targets, options, runs, records, run_meta(tokenizer))
 
 

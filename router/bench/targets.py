@@ -140,8 +140,7 @@ class Server:
                                       f"{self._launched.log_tail()}")
                 if time.monotonic() > deadline:
                     raise TargetError(f"{self.spec.label} not ready after {self._ready_timeout_s:.0f} s at {self.base_url}")
-                record = await self._probe(http, client)
-                if record:
+                if await self._probe(http, client):
                     return
                 await asyncio.sleep(0.3)
 

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# The comparison behind docs/benchmarks.md: rapid-mlx against mlx_lm.server, alternating
+# (A = mlx_lm.server, B = rapid-mlx; ratios are rapid-mlx / mlx_lm.server), two rounds each.
+#   bash docs/bench-vs-mlx-lm.sh [WORK_DIR] [SIZE]      (defaults: /tmp/rapidmlx-bench, small)
+set -euo pipefail
+WORK=${1:-/tmp/rapidmlx-bench}
+SIZE=${2:-small}
+OPENBLAS=/usr/lib/x86_64-linux-gnu/openblas-pthread/libblas.so.3
+if [ -e "$OPENBLAS" ]; then export LD_PRELOAD="$OPENBLAS"; fi  # both servers inherit it
+mkdir -p "$WORK"
+MODEL="$WORK/model-$SIZE"
+DEMO=$(python -c "from router.cli import demo_model_path; print(demo_model_path())")
+rapid-mlx bench make-model --arch qwen3 --size "$SIZE" --out "$MODEL"
+
+# Both servers at mlx_lm.server's defaults for batch width (32) and prefill step (2048);
+# "default_model" is the name mlx_lm.server answers to, so rapid-mlx gets it as an alias.
+cat > "$WORK/rapid.toml" <<TOML
+[server]
+runtime_dir = "$WORK/run"
+offline = true
+log_level = "warning"
+[models.bench]
+path = "$MODEL"
+aliases = ["default_model"]
+max_concurrency = 32
+prefill_step = 2048
+TOML
+cat > "$WORK/rapid-demo.toml" <<TOML
+[server]
+runtime_dir = "$WORK/run"
+offline = true
+log_level = "warning"
+[models.demo]
+path = "$DEMO"
+aliases = ["default_model"]
+chat_template_kwargs = { enable_thinking = false }
+TOML
+
+MLX="env HF_HUB_CACHE=$WORK/hf python -m mlx_lm server --model $MODEL --port {port}"
+RAPID="rapid-mlx serve --config $WORK/rapid.toml --port {port}"
+COMMON=(--model default_model --rounds 2 --tokenizer "$MODEL" --labels mlx_lm.server,rapid-mlx)
+
+rapid-mlx bench agent "${COMMON[@]}" --sessions 1,4 --turns 8 --profile small --out "$WORK/agent" --compare "$MLX" "$RAPID"
+rapid-mlx bench burst "${COMMON[@]}" --n 1,8,32 --ignore-eos --out "$WORK/burst" --compare "$MLX" "$RAPID"
+rapid-mlx bench restart "${COMMON[@]}" --profile small --out "$WORK/restart" --compare "$MLX" "$RAPID"
+# Tool calls need a model that makes them: the demo model, thinking off on both sides.
+rapid-mlx bench tools --model default_model --rounds 2 --labels mlx_lm.server,rapid-mlx --out "$WORK/tools" --compare \
+    "env HF_HUB_CACHE=$WORK/hf python -m mlx_lm server --model $DEMO --chat-template-args '{\"enable_thinking\": false}' --port {port}" \
+    "rapid-mlx serve --config $WORK/rapid-demo.toml --port {port}"

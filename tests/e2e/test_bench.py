@@ -1,0 +1,255 @@
+"""``rapid-mlx bench`` against live servers: every workload, --compare with mlx_lm.server, a dying server.
+
+Each run's figures are recomputed here from the raw per-request records in results.json,
+so a figure that does not follow from the data fails, whatever the server's speed.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import shlex
+import signal
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from engines.demo import build
+from router.bench.cli import main as bench_main
+from router.cli import DEMO_MODEL_OPTIONS
+
+pytestmark = pytest.mark.slow
+
+DEMO = {"path": str(build.ARTIFACT_DIR), "aliases": ["default_model"], **DEMO_MODEL_OPTIONS}
+QUICK = ["--profile", "tiny", "--max-tokens", "8"]
+
+
+@pytest.fixture(scope="module")
+def server(servers):
+    return servers.start({"demo": DEMO})
+
+
+def bench(*argv: str) -> tuple[int, dict]:
+    out = Path(argv[argv.index("--out") + 1])
+    code = bench_main(list(argv))
+    return code, json.loads((out / "results.json").read_text())
+
+
+def _ok(record: dict) -> bool:
+    return record["status"] == 200 and record["error"] is None
+
+
+def _median(values) -> float | None:
+    present = [v for v in values if v is not None]
+    return statistics.median(present) if present else None
+
+
+def _ratio_of_sums(records: list[dict], key: str) -> float | None:
+    counted = [r for r in records if _ok(r) and r["prompt_tokens"] and r[key] is not None]
+    total = sum(r["prompt_tokens"] for r in counted)
+    return sum(r[key] for r in counted) / total if total else None
+
+
+def check_figures(results: dict) -> None:
+    """Every figure finite, and the ones recomputed here equal to what the raw records give."""
+    for run in results["runs"]:
+        records = [r for r in results["records"]
+                   if (r["target"], r["phase"], r["round"]) == (run["target"], run["phase"], run["round"])]
+        figures = run["figures"]
+        assert all(v is None or math.isfinite(v) for v in figures.values()), figures
+        ok = [r for r in records if _ok(r)]
+        assert figures["requests"] == len(records) and figures["errors"] == len(records) - len(ok)
+        assert figures["ttft_p50_s"] == pytest.approx(_median(r["ttft_s"] for r in ok))
+        assert figures["e2e_p50_s"] == pytest.approx(_median(r["e2e_s"] for r in ok))
+        if results["workload"] == "agent":
+            later = [r for r in records if r["turn"] >= 2]
+            assert figures["ttft_later_p50_s"] == pytest.approx(_median(r["ttft_s"] for r in later if _ok(r)))
+            assert figures["cached_ratio_later"] == pytest.approx(_ratio_of_sums(later, "cached_tokens"))
+            assert figures["ideal_cached_ratio_later"] == pytest.approx(_ratio_of_sums(later, "ideal_cached_tokens"))
+        if results["workload"] == "burst":
+            wall = max(r["sent_at"] + r["e2e_s"] for r in records) - min(r["sent_at"] for r in records)
+            assert figures["aggregate_tok_s"] == pytest.approx(sum(r["completion_tokens"] for r in ok) / wall)
+
+
+def test_agent_sessions_through_the_openai_api(server, tmp_path):
+    code, results = bench("agent", "--base-url", server.base_url + "/v1", "--model", "demo", "--sessions", "1,2",
+                          "--turns", "3", "--tool-time", "0.05", "--tokenizer", str(build.ARTIFACT_DIR), *QUICK,
+                          "--out", str(tmp_path))
+    assert code == 0
+    check_figures(results)
+    records = results["records"]
+    assert len(records) == (1 + 2) * 3 and all(_ok(r) for r in records)
+    assert {(r["session"], r["turn"]) for r in records if r["phase"] == "sessions=2"} == {(s, t) for s in (0, 1) for t in (1, 2, 3)}
+    # Each turn resends the history: the prompt grows turn by turn, and a perfect cache could reuse most of it.
+    for session in (0, 1):
+        prompts = [r["prompt_tokens"] for r in sorted(records, key=lambda r: r["turn"])
+                   if r["phase"] == "sessions=2" and r["session"] == session]
+        assert prompts == sorted(prompts) and prompts[0] < prompts[-1]
+    assert all(0.5 < r["ideal_cached_tokens"] / r["prompt_tokens"] < 1 for r in records if r["turn"] >= 2)
+    # The second of two sessions that share a system prompt could reuse it on its first turn.
+    assert max(r["ideal_cached_tokens"] for r in records if r["phase"] == "sessions=2" and r["turn"] == 1) > 0
+    for name in ("results.json", "summary.md", "ttft_by_turn.png", "cached_ratio_by_turn.png", "agent_concurrency.png"):
+        assert (tmp_path / name).stat().st_size > 0
+    summary = (tmp_path / "summary.md").read_text()
+    assert "## sessions=2" in summary and "| ttft_later_p50_s |" in summary and "## Errors\n\nnone" in summary
+
+
+def test_distinct_prefixes_share_nothing_on_turn_one(server, tmp_path):
+    code, results = bench("agent", "--base-url", server.base_url, "--model", "demo", "--sessions", "2", "--turns", "1",
+                          "--distinct-prefix", "--tokenizer", str(build.ARTIFACT_DIR), *QUICK, "--out", str(tmp_path))
+    assert code == 0
+    # Only the chat template's opening tokens are common to two sessions' first prompts.
+    assert all(r["ideal_cached_tokens"] < 0.05 * r["prompt_tokens"] for r in results["records"])
+
+
+def test_agent_sessions_through_the_anthropic_api(server, tmp_path):
+    code, results = bench("agent", "--base-url", server.base_url, "--api", "anthropic", "--model", "demo", "--sessions", "1",
+                          "--turns", "2", "--tool-time", "0", *QUICK, "--out", str(tmp_path))
+    assert code == 0
+    check_figures(results)
+    records = results["records"]
+    assert all(_ok(r) and r["ttft_s"] > 0 and r["prompt_tokens"] > 0 and r["completion_tokens"] > 0 for r in records)
+    # Without a tokenizer, turn 2's ideal is turn 1's prompt as the server counted it.
+    first, second = sorted(records, key=lambda r: r["turn"])
+    assert second["ideal_cached_tokens"] == first["prompt_tokens"] and first["ideal_cached_tokens"] is None
+
+
+def test_burst(server, tmp_path):
+    code, results = bench("burst", "--base-url", server.base_url, "--model", "demo", "--n", "1,4", "--max-tokens", "16",
+                          "--ignore-eos", "--tokenizer", str(build.ARTIFACT_DIR), "--prompt-tokens", "50", "--out", str(tmp_path))
+    assert code == 0
+    check_figures(results)
+    # EOS biased away: every request decodes exactly max_tokens.
+    assert [r["completion_tokens"] for r in results["records"]] == [16] * 5
+    assert (tmp_path / "burst_concurrency.png").stat().st_size > 0
+
+
+def test_tools_counts_outcomes_whole_and_streamed(server, tmp_path):
+    cases = tmp_path / "cases.jsonl"
+    weather = {"type": "function", "function": {"name": "get_weather", "description": "Get the current weather in a city.",
+               "parameters": {"type": "object", "properties": {"city": {"type": "string", "description": "The city name."}},
+                              "required": ["city"]}}}
+    lines = [{"messages": [{"role": "user", "content": "What is the weather in Lisbon?"}], "tools": [weather], "expect": "get_weather"},
+             # A tool the server was not offered cannot be called: this case must count as a failure.
+             {"messages": [{"role": "user", "content": "What is the weather in Lisbon?"}], "tools": [weather], "expect": "web_search"}]
+    cases.write_text("\n".join(json.dumps(line) for line in lines) + "\n")
+    code, results = bench("tools", "--base-url", server.base_url, "--model", "demo", "--cases", str(cases), "--out", str(tmp_path / "run"))
+    assert code == 0
+    check_figures(results)
+    for run in results["runs"]:
+        figures = run["figures"]
+        assert figures["outcome_ok"] == 1 and figures["outcome_wrong_tool"] == 1 and figures["failure_rate"] == 0.5
+        assert figures["calls_parsed"] == 2
+    assert {run["phase"] for run in results["runs"]} == {"stream", "whole"}
+    assert all(r["ttft_s"] is None for r in results["records"] if not r["stream"])
+    assert (tmp_path / "run" / "tool_outcomes.png").stat().st_size > 0
+
+
+def test_tools_defaults_to_the_demo_models_own_tool_prompts(server, tmp_path):
+    code, results = bench("tools", "--base-url", server.base_url, "--model", "demo", "--limit", "4", "--api", "anthropic",
+                          "--out", str(tmp_path))
+    assert code == 0
+    assert sum(run["figures"]["outcome_ok"] for run in results["runs"]) >= 6  # the demo calls its tools (4 cases x 2 modes)
+
+
+def test_long_grows_one_session(server, tmp_path):
+    code, results = bench("long", "--base-url", server.base_url, "--model", "demo", "--profile", "tiny", "--to", "3000",
+                          "--step", "300", "--max-tokens", "4", "--out", str(tmp_path))
+    assert code == 0
+    check_figures(results)
+    prompts = [r["prompt_tokens"] for r in sorted(results["records"], key=lambda r: r["turn"])]
+    assert len(prompts) >= 3 and prompts == sorted(prompts) and prompts[-1] + 300 > 3000
+    assert (tmp_path / "ttft_by_context.png").stat().st_size > 0
+
+
+def _demo_config(tmp_path: Path, name: str) -> Path:
+    import tomli_w
+
+    config = tmp_path / f"{name}.toml"
+    config.write_text(tomli_w.dumps({"server": {"runtime_dir": str(tmp_path / f"run-{name}"), "offline": True},
+                                     "models": {"demo": DEMO}}))
+    return config
+
+
+def _rapid_launch(tmp_path: Path, name: str) -> str:
+    return f"{shlex.quote(sys.executable)} -m router.cli serve --config {_demo_config(tmp_path, name)} --port {{port}}"
+
+
+def test_restart_stops_and_starts_a_launched_server(tmp_path):
+    code, results = bench("restart", "--launch", _rapid_launch(tmp_path, "restart"), "--model", "demo", *QUICK,
+                          "--out", str(tmp_path / "run"))
+    assert code == 0
+    records = sorted(results["records"], key=lambda r: r["turn"])
+    assert [r["labels"]["after_restart"] for r in records] == [False, False, True] and all(_ok(r) for r in records)
+    figures = results["runs"][0]["figures"]
+    assert figures["ttft_after_restart_s"] == records[2]["ttft_s"] and figures["ttft_warm_s"] == records[1]["ttft_s"]
+    log = (tmp_path / "run" / "logs" / "server-restart-r1.log").read_text()
+    assert log.count("$ ") == 2 and "Application shutdown complete" in log  # two starts, a graceful stop
+
+
+def test_restart_needs_a_launched_server(server, tmp_path):
+    code, results = bench("restart", "--base-url", server.base_url, "--model", "demo", *QUICK, "--out", str(tmp_path))
+    assert code == 1 and results["records"] == []
+    assert "needs a launched server" in results["runs"][0]["failure"]
+
+
+def test_compare_alternates_mlx_lm_server_and_rapid_mlx_on_a_made_model(tmp_path):
+    import tomli_w
+
+    model = tmp_path / "model"
+    assert bench_main(["make-model", "--size", "tiny", "--out", str(model)]) == 0
+    config = tmp_path / "rapid.toml"
+    config.write_text(tomli_w.dumps({"server": {"runtime_dir": str(tmp_path / "run-rapid"), "offline": True},
+                                     "models": {"bench": {"path": str(model), "aliases": ["default_model"]}}}))
+    mlx_lm = f"env HF_HUB_CACHE={tmp_path / 'hf'} {shlex.quote(sys.executable)} -m mlx_lm server --model {model} --port {{port}}"
+    rapid = f"{shlex.quote(sys.executable)} -m router.cli serve --config {config} --port {{port}}"
+    code, results = bench("agent", "--compare", mlx_lm, rapid, "--labels", "mlx_lm.server,rapid-mlx", "--model", "default_model",
+                          "--sessions", "1", "--turns", "2", "--tool-time", "0", "--tokenizer", str(model), *QUICK,
+                          "--out", str(tmp_path / "run"))
+    assert code == 0
+    check_figures(results)
+    assert [(run["target"], run["round"]) for run in results["runs"]] == [
+        ("mlx_lm.server", 1), ("rapid-mlx", 1), ("mlx_lm.server", 2), ("rapid-mlx", 2)]
+    # Both sides got the same prompts: same content seed per round, one tokenizer.
+    prompts = {(r["target"], r["round"], r["turn"]): r["prompt_tokens"] for r in results["records"]}
+    assert all(prompts[("mlx_lm.server", rnd, turn)] == prompts[("rapid-mlx", rnd, turn)] for rnd in (1, 2) for turn in (1, 2))
+    ratios = results["ratios"]["sessions=1"]["ttft_later_p50_s"]
+    assert len(ratios["ratio"]) == 2 and ratios["median_ratio"] == pytest.approx(statistics.median(ratios["ratio"]))
+    for run, (a, b) in enumerate(zip(ratios["mlx_lm.server"], ratios["rapid-mlx"])):
+        assert ratios["ratio"][run] == pytest.approx(b / a)
+    # mlx_lm.server reports the prefix it reused in usage; the bench reads it from there.
+    mlx_lm_turn2 = [r for r in results["records"] if r["target"] == "mlx_lm.server" and r["turn"] == 2]
+    assert all(r["cached_tokens"] > 0 for r in mlx_lm_turn2)
+    assert len(list((tmp_path / "run" / "logs").glob("*.log"))) == 4
+    summary = (tmp_path / "run" / "summary.md").read_text()
+    assert "| figure | mlx_lm.server (per round) | rapid-mlx (per round) | rapid-mlx / mlx_lm.server (per round) |" in summary
+
+
+def test_a_server_killed_mid_run_is_reported_as_errors_with_a_nonzero_exit(servers, tmp_path):
+    doomed = servers.start({"demo": DEMO})
+    out = tmp_path / "run"
+    bench_process = subprocess.Popen(
+        [sys.executable, "-m", "router.cli", "bench", "agent", "--base-url", doomed.base_url, "--model", "demo", "--sessions", "1",
+         "--turns", "6", "--tool-time", "0.5", *QUICK, "--out", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while "POST /v1/chat/completions" not in doomed.log() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    doomed.process.send_signal(signal.SIGKILL)
+    stdout, stderr = bench_process.communicate(timeout=120)
+    assert bench_process.returncode == 1, stdout + stderr
+    results = json.loads((out / "results.json").read_text())
+    check_figures(results)
+    records = results["records"]
+    assert len(records) == 6 and not _ok(records[-1])
+    assert records[-1]["status"] == 0 and results["runs"][0]["figures"]["errors"] >= 1
+    assert "failed requests" in stderr and "no response" in (out / "summary.md").read_text()
+
+
+def test_parsers_workload_runs_in_process(tmp_path):
+    assert bench_main(["parsers", "--size", "tiny", "--repeats", "1", "--out", str(tmp_path)]) == 0
+    summary = (tmp_path / "summary.md").read_text()
+    assert "baseline: one batch-1 decode step" in summary and "| hermes |" in summary and "| pythonic |" in summary
