@@ -49,12 +49,12 @@ def free_port() -> int:
 class LaunchedProcess:
     """One start of a launch command, its output kept in a log file."""
 
-    def __init__(self, command: str, log_path: Path, port: int) -> None:
+    def __init__(self, command: str, log_path: Path, port: int, *, append: bool) -> None:
         self.port = port
         self.log_path = log_path
         log_path.parent.mkdir(parents=True, exist_ok=True)
         argv = shlex.split(command.replace("{port}", str(self.port)))
-        with open(log_path, "ab") as log:
+        with open(log_path, "ab" if append else "wb") as log:
             log.write(f"$ {shlex.join(argv)}\n".encode())
             log.flush()
             # Its own session, so whatever it spawns (workers) can be stopped with it.
@@ -110,7 +110,8 @@ class Server:
 
     async def start(self) -> None:
         if self.spec.launch is not None:
-            self._launched = LaunchedProcess(self.spec.launch, self._log_path, self._port)
+            # A restart appends to the phase's log; a phase's first start replaces an older run's.
+            self._launched = LaunchedProcess(self.spec.launch, self._log_path, self._port, append=bool(self.exit_codes))
         await self._wait_ready()
 
     async def stop(self) -> None:
