@@ -23,6 +23,7 @@ import hmac
 import logging
 import os
 import sys
+from collections import deque
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -38,12 +39,14 @@ from engines.protocol import (
     AddRequest,
     RouterWelcome,
     Shutdown,
+    StatusQuery,
     StepOutputs,
     TokenDelta,
     WorkerFatal,
     WorkerHello,
     WorkerReady,
     WorkerSpec,
+    WorkerStatus,
     decode_output,
     encode_frame,
 )
@@ -106,6 +109,7 @@ class WorkerHandle:
         self._process: asyncio.subprocess.Process | None = None
         self._writer: asyncio.StreamWriter | None = None
         self._mailboxes: dict[str, RequestMailbox] = {}
+        self._status_waiters: deque[asyncio.Future[WorkerStatus]] = deque()  # the worker answers in order
         self._ready = asyncio.Event()
         self._supervisor: asyncio.Task | None = None
 
@@ -166,6 +170,15 @@ class WorkerHandle:
             self._mailboxes.pop(request.request_id, None)
             if not finished:
                 self.abort(request.request_id)
+
+    async def status(self, timeout_s: float = 5.0) -> WorkerStatus:
+        """The worker's load and prefix-cache counters (asked between two engine steps)."""
+        if self.state is not WorkerState.READY or self._writer is None:
+            raise WorkerNotReadyError(f"model {self.spec.model_id!r} is {self.state.value}")
+        waiter: asyncio.Future[WorkerStatus] = asyncio.get_running_loop().create_future()
+        self._status_waiters.append(waiter)
+        self._writer.write(encode_frame(StatusQuery()))
+        return await asyncio.wait_for(asyncio.shield(waiter), timeout_s)
 
     def abort(self, request_id: str) -> None:
         """Free the request's slot in the worker (idempotent; a dead worker needs nothing)."""
@@ -284,6 +297,11 @@ class WorkerHandle:
                     mailbox = self._mailboxes.get(delta.request_id)
                     if mailbox is not None:
                         mailbox.put(delta)
+            elif isinstance(message, WorkerStatus):
+                if self._status_waiters:
+                    waiter = self._status_waiters.popleft()
+                    if not waiter.done():
+                        waiter.set_result(message)
             elif isinstance(message, WorkerFatal):
                 logger.error("worker[%s] fatal: %s", self.spec.model_id, message.message)
                 return
@@ -316,3 +334,7 @@ class WorkerHandle:
         mailboxes, self._mailboxes = self._mailboxes, {}
         for mailbox in mailboxes.values():
             mailbox.fail(error)
+        waiters, self._status_waiters = self._status_waiters, deque()
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_exception(error)

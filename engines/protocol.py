@@ -22,7 +22,7 @@ import struct
 
 import msgspec
 
-PROTOCOL_VERSION = 2
+PROTOCOL_VERSION = 3  # 3: StatusQuery / WorkerStatus, prefix-cache fields in WorkerSpec
 FRAME_HEADER = struct.Struct(">I")
 MAX_FRAME_BYTES = 256 * 1024 * 1024
 # The environment variable a worker's WorkerSpec travels in (JSON).
@@ -151,14 +151,41 @@ class WorkerReady(msgspec.Struct, frozen=True, array_like=True, tag="ready", gc=
     vocab_size: int  # rows of the model's logits: the bound for token ids, top_k and logit_bias
 
 
+class StatusQuery(msgspec.Struct, frozen=True, array_like=True, tag="status?", gc=False):
+    """Router → worker: answer with a ``WorkerStatus`` now (between engine steps)."""
+
+
+class PrefixCacheCounters(msgspec.Struct, frozen=True, array_like=True, gc=False):
+    """The prefix cache's counters since the worker started (entries and bytes: now)."""
+
+    lookups: int
+    hits: int
+    lookup_tokens: int  # prompt tokens looked up
+    hit_tokens: int  # of those, served from the cache instead of prefilled
+    stored: int
+    evictions: int
+    entries: int
+    bytes: int
+    budget_bytes: int
+    shared_prefill_tokens: int  # served from a snapshot a request waited for instead of prefilling beside it
+
+
+class WorkerStatus(msgspec.Struct, frozen=True, array_like=True, tag="status", gc=False):
+    """Worker → router, in answer to ``StatusQuery``."""
+
+    running: int  # sequences in the generator
+    waiting: int  # requests waiting for another's prefill
+    prefix_cache: PrefixCacheCounters | None = None  # None: the cache is off
+
+
 class WorkerFatal(msgspec.Struct, frozen=True, array_like=True, tag="fatal", gc=False):
     """Last frame from a worker that is dying of an error (e.g. the model failed to load)."""
 
     message: str
 
 
-WorkerInput = AddRequest | AbortRequest | Shutdown | RouterWelcome
-WorkerOutput = WorkerHello | WorkerReady | StepOutputs | WorkerFatal
+WorkerInput = AddRequest | AbortRequest | Shutdown | RouterWelcome | StatusQuery
+WorkerOutput = WorkerHello | WorkerReady | StepOutputs | WorkerFatal | WorkerStatus
 
 _encoder = msgspec.msgpack.Encoder()
 _input_decoder = msgspec.msgpack.Decoder(WorkerInput)
@@ -194,6 +221,8 @@ class WorkerSpec(msgspec.Struct, frozen=True, kw_only=True):
     prefill_step: int
     max_context: int
     log_level: str = "info"
+    prefix_cache_bytes: int = 0  # the prefix cache's memory budget; 0 turns it off
+    prefix_cache_min_tokens: int = 0  # shorter token sequences are not cached
 
 
 # ---------------------------------------------------------------- what a valid request is

@@ -5,6 +5,14 @@ One ``step()`` is one ``BatchGenerator.next()``: a decode step for every running
 plus at most one prefill chunk (``prefill_step`` tokens) for waiting prompts, so a long
 prompt never stalls the running decodes for more than one chunk.
 
+With a prefix cache, a request starts from the longest cached prefix of its prompt and only
+the rest is prefilled. Snapshots go into the cache at the end of every prompt (the first
+prompt segment's end, one token before the last) and at the end of every output (prompt
+plus completion, which the next agent turn usually starts with). A request that shares a
+long uncached prefix with one still prefilling waits for that one's end-of-prompt snapshot
+instead of prefilling the same tokens again beside it (trimmable caches only: only they can
+serve a prefix shorter than the snapshot).
+
 Failures stay as small as they can be: a request the contract forbids is rejected at
 ``add`` (checked again here, whatever the router checked); an exception in one request's
 sampler fails that request (``RowGuard``); a step that raises anywhere else fails every
@@ -19,17 +27,24 @@ from dataclasses import dataclass
 
 import mlx.core as mx
 from mlx_lm.generate import BatchGenerator, StopSequences
+from mlx_lm.models.cache import RotatingKVCache, make_prompt_cache
+
+from caches import snapshot
+from caches.prefix_cache import PrefixCache, PrefixHit
+from caches.radix import common_prefix
 
 from engines.errors import EngineUnrecoverableError
 from engines.protocol import (
     AddRequest,
     ErrorKind,
     FinishReason,
+    PrefixCacheCounters,
     SamplingParams,
     StepOutputs,
     TokenDelta,
     TokenLogprob,
     TopLogprob,
+    WorkerStatus,
     sampling_problem,
     token_problem,
 )
@@ -41,6 +56,8 @@ _FINISH_REASONS = {"stop": FinishReason.STOP, "length": FinishReason.LENGTH}
 # What clients are told when the engine, not their request, failed (the details go to the log).
 ENGINE_FAILED = "the engine failed while generating this request"
 _PROBE_STEPS = 8
+# A request waits for another's prefill only to save at least this many prompt tokens.
+SHARE_MIN_TOKENS = 128
 
 
 @dataclass
@@ -49,7 +66,19 @@ class _Sequence:
     top_logprobs: int | None
     cached_tokens: int
     guard: RowGuard
+    prompt: list[int]
+    hit: PrefixHit | None = None  # the cache entry it started from, pinned while it runs
+    prefilled: bool = False  # its end-of-prompt snapshot was taken (or it needed none)
     announced: bool = False  # whether cached_tokens went out with a delta yet
+
+
+@dataclass
+class _Held:
+    """A request waiting for a prefilling sequence's snapshot of the prefix they share."""
+
+    request: AddRequest
+    leader_uid: int
+    covered: int  # prompt tokens the cache served before it waited
 
 
 def model_vocab_size(model) -> int:
@@ -63,7 +92,8 @@ def model_vocab_size(model) -> int:
 class Scheduler:
     """Continuous batching for one model: requests join the running batch at the next step."""
 
-    def __init__(self, model, *, max_concurrency: int, prefill_step: int, max_context: int) -> None:
+    def __init__(self, model, *, max_concurrency: int, prefill_step: int, max_context: int,
+                 prefix_cache: PrefixCache | None = None) -> None:
         self._model = model
         self._max_context = max_context
         self.vocab_size = model_vocab_size(model)
@@ -73,6 +103,14 @@ class Scheduler:
         self._by_uid: dict[int, _Sequence] = {}
         self._uid_by_request: dict[str, int] = {}
         self._rejected: list[TokenDelta] = []
+        self.prefix_cache = prefix_cache
+        self._held: dict[str, _Held] = {}
+        # Sharing an in-flight prefill needs a snapshot that can be cut back to the shared part
+        # at any length (a sliding window stops rewinding once a prompt is longer than it).
+        layers = make_prompt_cache(model)
+        self._can_share = (prefix_cache is not None and snapshot.is_trimmable(layers)
+                           and not any(isinstance(layer, RotatingKVCache) for layer in layers))
+        self.shared_prefill_tokens = 0  # prompt tokens served from a snapshot a held request waited for
 
     def _new_generator(self) -> BatchGenerator:
         return BatchGenerator(
@@ -87,7 +125,7 @@ class Scheduler:
 
     @property
     def has_work(self) -> bool:
-        return bool(self._by_uid or self._rejected)
+        return bool(self._by_uid or self._rejected or self._held)
 
     def add(self, request: AddRequest) -> None:
         """Queue a request; it joins the batch at the next step. Bad requests fail, never raise."""
@@ -95,43 +133,56 @@ class Scheduler:
         if error is not None:
             self._reject(request.request_id, error, ErrorKind.INVALID_REQUEST)
             return
-        try:
-            guard = RowGuard(make_sampler(request.sampling, self.vocab_size), make_processors(request.sampling))
-            (uid,) = self._generator.insert(
-                [list(request.prompt_tokens)],
-                max_tokens=[request.max_tokens],
-                samplers=[guard.sampler],
-                logits_processors=[guard.processors],
-                stop_sequences=[StopSequences([[token] for token in request.stop_token_ids])],
-            )
-        except Exception:  # one request's admission; the batch is untouched
-            logger.error("could not admit request %s", request.request_id, exc_info=True)
-            reset_random_state()
-            self._reject(request.request_id, ENGINE_FAILED, ErrorKind.ENGINE)
-            return
-        self._by_uid[uid] = _Sequence(request.request_id, request.sampling.top_logprobs, cached_tokens=0, guard=guard)
-        self._uid_by_request[request.request_id] = uid
+        if self._can_share:
+            covered = self.prefix_cache.longest(request.prompt_tokens)
+            leader = self._leader_for(request.prompt_tokens, covered)
+            if leader is not None:  # looked up once the leader's snapshot is in
+                self._held[request.request_id] = _Held(request, leader, covered)
+                return
+        self._admit(request, self.prefix_cache.lookup(request.prompt_tokens) if self.prefix_cache is not None else None)
 
     def abort(self, request_ids: list[str]) -> None:
         """Free the slots of these requests now; their KV memory goes with them."""
+        for request_id in [rid for rid in request_ids if rid in self._held]:
+            del self._held[request_id]
+            self._rejected.append(TokenDelta(request_id, [], FinishReason.ABORT))
         for uid in self._release([rid for rid in request_ids if rid in self._uid_by_request]):
-            self._rejected.append(TokenDelta(self._by_uid.pop(uid).request_id, [], FinishReason.ABORT))
+            self._rejected.append(TokenDelta(self._end(uid).request_id, [], FinishReason.ABORT))
 
     def step(self) -> StepOutputs:
         """Run one engine step and collect what every sequence produced."""
         outputs, self._rejected = self._rejected, []
         if self._by_uid:
-            _, responses = self._generator.next()
+            prompt_responses, responses = self._generator.next()
+            for response in prompt_responses:
+                if response.end_of_segment and not response.end_of_prompt:
+                    self._snapshot_prompt(response.uid)
             failed = {uid for uid, sequence in self._by_uid.items() if sequence.guard.error is not None}
             outputs.extend(self._collect(response) for response in responses if response.uid not in failed)
             outputs.extend(self._fail_guarded(failed))
+        outputs.extend(self._rejected)  # requests that waited for a prefill and then failed to start
+        self._rejected = []
         return StepOutputs(outputs)
+
+    def status(self) -> WorkerStatus:
+        """How busy the engine is and how well its prefix cache serves."""
+        counters = None
+        if self.prefix_cache is not None:
+            stats = self.prefix_cache.stats
+            counters = PrefixCacheCounters(
+                stats.lookups, stats.hits, stats.lookup_tokens, stats.hit_tokens, stats.stored, stats.evictions,
+                stats.entries, stats.bytes, self.prefix_cache.memory_bytes, self.shared_prefill_tokens)
+        return WorkerStatus(running=len(self._by_uid), waiting=len(self._held), prefix_cache=counters)
 
     def fail_all(self) -> StepOutputs:
         """After a step that raised: fail every request in flight (call ``rebuild`` next)."""
         outputs = [_engine_failure(s.request_id) for s in self._by_uid.values()]
+        outputs += [_engine_failure(request_id) for request_id in self._held]
+        for sequence in self._by_uid.values():
+            self._unpin(sequence)
         self._by_uid.clear()
         self._uid_by_request.clear()
+        self._held.clear()
         return StepOutputs(outputs)
 
     def rebuild(self) -> None:
@@ -157,7 +208,7 @@ class Scheduler:
     # ------------------------------------------------------------------ internal
 
     def _validate(self, request: AddRequest) -> str | None:
-        if request.request_id in self._uid_by_request:
+        if request.request_id in self._uid_by_request or request.request_id in self._held:
             return f"duplicate request id {request.request_id}"
         if not request.prompt_tokens:
             return "the prompt is empty"
@@ -175,6 +226,75 @@ class Scheduler:
         )
         return problem[1] if problem else None
 
+    def _admit(self, request: AddRequest, hit: PrefixHit | None) -> None:
+        """Insert into the generator, starting from ``hit`` if the cache had a prefix."""
+        prompt = list(request.prompt_tokens)
+        start = hit.length if hit is not None else 0
+        try:
+            guard = RowGuard(make_sampler(request.sampling, self.vocab_size), make_processors(request.sampling))
+            (uid,) = self._generator.insert(
+                [prompt[start:]],
+                max_tokens=[request.max_tokens],
+                caches=[hit.layers if hit is not None else None],
+                # A fresh list: the generator appends to it as it prefills.
+                all_tokens=[prompt[:start]],
+                samplers=[guard.sampler],
+                logits_processors=[guard.processors],
+                stop_sequences=[StopSequences([[token] for token in request.stop_token_ids])],
+            )
+        except Exception:  # one request's admission; the batch is untouched
+            logger.error("could not admit request %s", request.request_id, exc_info=True)
+            if hit is not None:
+                self.prefix_cache.release(hit)
+            reset_random_state()
+            self._reject(request.request_id, ENGINE_FAILED, ErrorKind.ENGINE)
+            return
+        # Only the last token left: the whole prompt but it was cached, nothing new to snapshot.
+        self._by_uid[uid] = _Sequence(request.request_id, request.sampling.top_logprobs, cached_tokens=start, guard=guard,
+                                      prompt=prompt, hit=hit, prefilled=len(prompt) - start <= 1)
+        self._uid_by_request[request.request_id] = uid
+
+    def _leader_for(self, prompt: list[int], covered: int) -> int | None:
+        """A still-prefilling sequence whose prompt shares a long uncached prefix with ``prompt``."""
+        best, best_shared = None, covered + SHARE_MIN_TOKENS - 1
+        for uid, sequence in self._by_uid.items():
+            if sequence.prefilled:
+                continue
+            shared = common_prefix(prompt, sequence.prompt)
+            if shared > best_shared:
+                best, best_shared = uid, shared
+        return best
+
+    def _snapshot_prompt(self, uid: int) -> None:
+        """Cache the sequence's prompt (all but its last token), then admit who waited for it."""
+        sequence = self._by_uid.get(uid)
+        if sequence is None or sequence.prefilled:
+            return
+        sequence.prefilled = True
+        if self.prefix_cache is not None:
+            layers, tokens = self._generator.extract_cache([uid])[uid]
+            self.prefix_cache.store(list(tokens), layers)
+        self._admit_followers(uid)
+
+    def _admit_followers(self, leader_uid: int) -> None:
+        for request_id in [rid for rid, held in self._held.items() if held.leader_uid == leader_uid]:
+            held = self._held.pop(request_id)
+            hit = self.prefix_cache.lookup(held.request.prompt_tokens)
+            self.shared_prefill_tokens += max(0, (hit.length if hit else 0) - held.covered)
+            self._admit(held.request, hit)
+
+    def _end(self, uid: int) -> _Sequence:
+        """Forget a sequence that has left the generator: unpin its cache entry, free who waited on it."""
+        sequence = self._by_uid.pop(uid)
+        self._unpin(sequence)
+        self._admit_followers(uid)
+        return sequence
+
+    def _unpin(self, sequence: _Sequence) -> None:
+        if sequence.hit is not None:
+            self.prefix_cache.release(sequence.hit)
+            sequence.hit = None
+
     def _reject(self, request_id: str, message: str, kind: ErrorKind) -> None:
         logger.warning("rejected request %s: %s", request_id, message)
         self._rejected.append(TokenDelta(request_id, [], FinishReason.ERROR, error=message, error_kind=kind))
@@ -189,7 +309,7 @@ class Scheduler:
     def _fail_guarded(self, uids: set[int]) -> list[TokenDelta]:
         """Fail the requests whose sampler raised this step; the rest of the batch goes on."""
         self._release([self._by_uid[uid].request_id for uid in uids])
-        return [_engine_failure(self._by_uid.pop(uid).request_id) for uid in uids]
+        return [_engine_failure(self._end(uid).request_id) for uid in uids]
 
     def _probe(self) -> None:
         """Generate two sampled tokens on a throwaway generator: the forward pass and the PRNG work."""
@@ -217,8 +337,11 @@ class Scheduler:
         if not sequence.announced:
             sequence.announced, cached = True, sequence.cached_tokens
         if finish is not None:
-            del self._by_uid[response.uid]
+            if self.prefix_cache is not None:
+                # Prompt and output as fed: the next turn of an agent usually starts with all of it.
+                self.prefix_cache.store(list(response.all_tokens), response.prompt_cache)
             del self._uid_by_request[sequence.request_id]
+            self._end(response.uid)
         return TokenDelta(sequence.request_id, emitted, finish, logprobs, cached)
 
 

@@ -39,6 +39,7 @@ from engines.protocol import (
     AddRequest,
     RouterWelcome,
     Shutdown,
+    StatusQuery,
     WorkerFatal,
     WorkerHello,
     WorkerInput,
@@ -140,6 +141,8 @@ class EngineLoop:
                 self._scheduler.add(message)
             elif isinstance(message, AbortRequest):
                 self._scheduler.abort(list(message.request_ids))
+            elif isinstance(message, StatusQuery):
+                self._send_frame(self._scheduler.status())
             elif isinstance(message, Shutdown):
                 self._running = False
         except Exception:  # engine boundary: as for a failed step
@@ -166,10 +169,12 @@ class EngineLoop:
             self._running = False
 
     def _send(self, outputs: StepOutputs) -> None:
-        if not outputs.outputs:
-            return
+        if outputs.outputs:
+            self._send_frame(outputs)
+
+    def _send_frame(self, message) -> None:
         try:
-            self._sock.sendall(encode_frame(outputs))
+            self._sock.sendall(encode_frame(message))
         except OSError:
             logger.warning("router connection lost; stopping")
             self._running = False
@@ -210,10 +215,15 @@ def _load(spec: WorkerSpec):
     # Imported here so a bad install fails as a WorkerFatal the router can show.
     from mlx_lm.utils import load_model
 
+    from caches.prefix_cache import PrefixCache
     from engines.scheduler import Scheduler
 
     model, _ = load_model(Path(spec.model_path))
-    return Scheduler(model, max_concurrency=spec.max_concurrency, prefill_step=spec.prefill_step, max_context=spec.max_context)
+    prefix_cache = None
+    if spec.prefix_cache_bytes > 0:
+        prefix_cache = PrefixCache(memory_bytes=spec.prefix_cache_bytes, min_tokens=spec.prefix_cache_min_tokens)
+    return Scheduler(model, max_concurrency=spec.max_concurrency, prefill_step=spec.prefill_step, max_context=spec.max_context,
+                     prefix_cache=prefix_cache)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -101,8 +101,13 @@ def write_tokenizer(
     return tokenizer.get_vocab_size()
 
 
-def architecture_config(arch: str, *, vocab_size: int, hidden_size: int, num_layers: int, max_context: int) -> dict[str, Any]:
-    """config.json fields for a tiny model of the given mlx-lm architecture."""
+def architecture_config(arch: str, *, vocab_size: int, hidden_size: int, num_layers: int, max_context: int,
+                        sliding_window: int | None = None) -> dict[str, Any]:
+    """config.json fields for a tiny model of the given mlx-lm architecture.
+
+    ``sliding_window`` (llama only): every other layer attends to a window of that many
+    tokens, so the model's cache mixes ``RotatingKVCache`` and ``KVCache`` layers.
+    """
     heads = max(2, hidden_size // 32)
     head_dim = hidden_size // heads
     base: dict[str, Any] = {
@@ -130,6 +135,11 @@ def architecture_config(arch: str, *, vocab_size: int, hidden_size: int, num_lay
         )
     elif arch not in ("qwen3", "llama", "qwen2"):
         raise ValueError(f"no tiny config for architecture {arch!r}")
+    if sliding_window is not None:
+        if arch != "llama":
+            raise ValueError("sliding_window is built for llama only")
+        base.update(sliding_window=sliding_window,
+                    layer_types=["sliding_attention" if i % 2 == 0 else "full_attention" for i in range(num_layers)])
     return base
 
 
@@ -144,6 +154,7 @@ def build_tiny_model(
     seed: int = 0,
     dtype: str = "float32",
     markup_tokens: bool = True,
+    sliding_window: int | None = None,
 ) -> Path:
     """Write a loadable random-weight checkpoint to ``out_dir`` and return its path.
 
@@ -157,13 +168,15 @@ def build_tiny_model(
         seed: Seeds both the tokenizer corpus and the weights.
         dtype: Weight dtype ("float32" is fastest on the CPU backend).
         markup_tokens: See ``write_tokenizer``.
+        sliding_window: See ``architecture_config``.
     """
     import mlx.core as mx
     from mlx_lm.utils import _get_classes, save_config, save_model
 
     out = Path(out_dir)
     vocab = write_tokenizer(out, vocab_size=vocab_size, seed=seed, markup_tokens=markup_tokens)
-    config = architecture_config(arch, vocab_size=vocab, hidden_size=hidden_size, num_layers=num_layers, max_context=max_context)
+    config = architecture_config(arch, vocab_size=vocab, hidden_size=hidden_size, num_layers=num_layers, max_context=max_context,
+                                 sliding_window=sliding_window)
     config["eos_token_id"] = SPECIAL_TOKENS.index("<|im_end|>")
     mx.random.seed(seed)
     model_class, args_class = _get_classes(config)

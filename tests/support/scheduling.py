@@ -2,21 +2,37 @@
 
 from __future__ import annotations
 
-from engines.protocol import AddRequest
+from dataclasses import dataclass, field
+
+from engines.protocol import AddRequest, TokenDelta
 from engines.scheduler import Scheduler
 
 
-def run_to_completion(scheduler: Scheduler, requests: list[AddRequest], max_steps: int = 2000) -> dict:
-    """Add ``requests``, step until idle; each request id → (its tokens, its final delta or None)."""
+@dataclass
+class Outcome:
+    tokens: list[int] = field(default_factory=list)
+    last: TokenDelta | None = None  # the delta with the finish reason
+    cached_tokens: int | None = None  # as the first delta reported it
+
+
+def run_requests(scheduler: Scheduler, requests: list[AddRequest], max_steps: int = 2000) -> dict[str, Outcome]:
+    """Add ``requests``, step until idle; what each request id received."""
     for request in requests:
         scheduler.add(request)
-    tokens = {r.request_id: [] for r in requests}
-    finish = {}
+    outcomes = {r.request_id: Outcome() for r in requests}
     for _ in range(max_steps):
         if not scheduler.has_work:
             break
         for delta in scheduler.step().outputs:
-            tokens[delta.request_id] += delta.token_ids
+            outcome = outcomes[delta.request_id]
+            outcome.tokens += delta.token_ids
+            if delta.cached_tokens is not None:
+                outcome.cached_tokens = delta.cached_tokens
             if delta.finish_reason is not None:
-                finish[delta.request_id] = delta
-    return {rid: (tokens[rid], finish.get(rid)) for rid in tokens}
+                outcome.last = delta
+    return outcomes
+
+
+def run_to_completion(scheduler: Scheduler, requests: list[AddRequest], max_steps: int = 2000) -> dict:
+    """Add ``requests``, step until idle; each request id → (its tokens, its final delta or None)."""
+    return {rid: (o.tokens, o.last) for rid, o in run_requests(scheduler, requests, max_steps).items()}
