@@ -50,7 +50,8 @@ def test_count_tokens_matches_usage(client):
     system = [{"type": "text", "text": "You are terse.", "cache_control": {"type": "ephemeral"}}]
     counted = client.messages.count_tokens(model="coder", system=system, messages=HELLO)
     created = client.messages.create(model="coder", system=system, max_tokens=1, messages=HELLO)
-    assert counted.input_tokens == created.usage.input_tokens
+    # input_tokens leaves out what was read from the prefix cache, as Anthropic's does.
+    assert counted.input_tokens == created.usage.input_tokens + created.usage.cache_read_input_tokens
 
 
 def test_stream_frames_are_exact(server):
@@ -92,7 +93,8 @@ def test_what_claude_code_sends(client, server):
         response = http.post("/v1/messages?beta=true", json=body, headers={"authorization": "Bearer t", "anthropic-beta": "claude-code-20250219,x"})
         assert response.status_code == 200, response.text
         counted = http.post("/v1/messages/count_tokens?beta=true", json={k: v for k, v in body.items() if k != "max_tokens"}).json()
-    assert response.json()["usage"]["input_tokens"] == counted["input_tokens"]
+    usage = response.json()["usage"]
+    assert usage["input_tokens"] + usage["cache_read_input_tokens"] == counted["input_tokens"]
     # The deferred tool and the server tool never reach the prompt.
     without = client.messages.count_tokens(model="coder", messages=messages, tools=[tools[0]])
     assert without.input_tokens == counted["input_tokens"]

@@ -13,6 +13,7 @@ from router.api.anthropic.input import to_chat_messages, to_turn_request
 from router.api.dispatch import new_id, open_model, run_whole_turn
 from router.turn.messages import normalize_messages
 from router.turn.template import render_chat
+from router.turn.textgen import Generation
 from router.errors import InvalidRequestError, RouterError, error_body
 from router.pool import ModelPool
 from router.api.anthropic.schemas import DeltaUsage, Message, MessagesBody, Usage
@@ -51,7 +52,12 @@ class MessagesController(Controller):
 
 def _usage(turn: Turn) -> Usage:
     generation = turn.generation
-    return Usage(generation.prompt_tokens, generation.completion_tokens, 0, generation.cached_tokens)
+    return Usage(_uncached(generation), generation.completion_tokens, 0, generation.cached_tokens)
+
+
+def _uncached(generation: Generation) -> int:
+    """Anthropic's input_tokens leave out cache reads: the prompt is input + cache_read (+ cache_creation)."""
+    return generation.prompt_tokens - generation.cached_tokens
 
 
 def _stop(end: TurnEnd | None) -> tuple[str, str | None]:
@@ -186,6 +192,6 @@ async def _stream(turn: Turn, model: str) -> AsyncIterator[bytes]:
             yield event_frame("message_delta", {
                 "type": "message_delta",
                 "delta": {"stop_reason": stop_reason, "stop_sequence": stop_sequence},
-                "usage": DeltaUsage(usage.completion_tokens, usage.prompt_tokens, usage.cached_tokens),
+                "usage": DeltaUsage(usage.completion_tokens, _uncached(usage), usage.cached_tokens),
             })
     yield event_frame("message_stop", {"type": "message_stop"})
