@@ -40,7 +40,7 @@ MLX="env HF_HUB_CACHE=$WORK/hf python -m mlx_lm server --model $MODEL --port {po
 RAPID="rapid-mlx serve --config $WORK/rapid.toml --port {port}"
 COMMON=(--model default_model --rounds 2 --tokenizer "$MODEL" --labels mlx_lm.server,rapid-mlx)
 
-rapid-mlx bench agent "${COMMON[@]}" --sessions 1,4 --turns 8 --profile small --out "$WORK/agent" --compare "$MLX" "$RAPID"
+rapid-mlx bench agent "${COMMON[@]}" --sessions 1,4 --turns 6 --profile small --out "$WORK/agent" --compare "$MLX" "$RAPID"
 rapid-mlx bench burst "${COMMON[@]}" --n 1,8,32 --ignore-eos --out "$WORK/burst" --compare "$MLX" "$RAPID"
 rapid-mlx bench restart "${COMMON[@]}" --profile small --out "$WORK/restart" --compare "$MLX" "$RAPID"
 # Tool calls need a model that makes them: the demo model, thinking off on both sides.

@@ -18,6 +18,7 @@ from router.api.openai.completions import CompletionsController
 from router.api.responses.controller import ResponsesController
 from router.admission import release_admissions
 from router.ops.config import RouterConfig, resolve_runtime_dir
+from router.ops.status import StatusController
 from router.errors import handle_exception
 from router.http.body_timeout import BodyTimeoutMiddleware
 from router.pool import ModelPool
@@ -45,7 +46,7 @@ def create_app(config: RouterConfig, *, runtime_dir: Path | None = None) -> Lite
     return Litestar(
         route_handlers=[
             HealthController, ModelsController, ChatCompletionsController, CompletionsController,
-            ResponsesController, MessagesController,
+            ResponsesController, MessagesController, StatusController,
         ],
         dependencies={
             "pool": Provide(provide_pool, sync_to_thread=False),

@@ -1,4 +1,4 @@
-"""The ``rapid-mlx`` command: serve, validate, models, demo build, bench."""
+"""The ``rapid-mlx`` command: serve, validate, models, status, demo build, bench."""
 
 from __future__ import annotations
 
@@ -33,6 +33,9 @@ def main(argv: list[str] | None = None) -> int:
     models = commands.add_parser("models", help="list the models a config declares")
     models.add_argument("--config", type=Path)
 
+    status = commands.add_parser("status", help="ask a running server how each model is doing (GET /admin/status)")
+    status.add_argument("--url", default="http://127.0.0.1:8000", help="the server (default http://127.0.0.1:8000)")
+
     demo = commands.add_parser("demo", help="the bundled demo model")
     demo_commands = demo.add_subparsers(dest="demo_command", required=True)
     demo_commands.add_parser("build", help="rebuild the demo model from nothing (options: rapid-mlx demo build -h)", add_help=False)
@@ -56,6 +59,8 @@ def main(argv: list[str] | None = None) -> int:
         return _serve(args)
     if args.command == "validate":
         return _validate(args.file)
+    if args.command == "status":
+        return _status(args.url)
     return _models(args.config)
 
 
@@ -103,6 +108,33 @@ def _validate(path: Path) -> int:
         print("\n".join(errors), file=sys.stderr)
         return 1
     print(f"{path}: ok")
+    return 0
+
+
+def _status(url: str) -> int:
+    """Print each model's state, load and prefix cache, as the server reports them."""
+    import httpx
+
+    try:
+        response = httpx.get(url.rstrip("/") + "/admin/status", timeout=10)
+        response.raise_for_status()
+    except httpx.HTTPError as exc:
+        print(f"rapid-mlx status: {url}: {exc}", file=sys.stderr)
+        return 1
+    for model_id, model in response.json()["models"].items():
+        print(f"{model_id}: {model['state']}, pid {model['pid']}, restarts {model['restarts']}")
+        if model.get("last_error"):
+            print(f"  last error: {model['last_error']}")
+        if "running" in model:
+            print(f"  running {model['running']}, waiting {model['waiting']}")
+        cache = model.get("prefix_cache")
+        if cache:
+            ratio = "-" if cache["hit_ratio"] is None else f"{100 * cache['hit_ratio']:.1f}%"
+            print(f"  prefix cache: {cache['entries']} entries, {cache['bytes'] / 2**20:.1f} of {cache['budget_bytes'] / 2**20:.0f} MiB, "
+                  f"hit ratio {ratio} ({cache['hit_tokens']} of {cache['lookup_tokens']} prompt tokens), "
+                  f"{cache['evictions']} evictions, {cache['shared_prefill_tokens']} tokens shared in flight")
+        elif "running" in model:
+            print("  prefix cache: off")
     return 0
 
 

@@ -192,9 +192,16 @@ class ModelPool:
             prefill_step=handle.config.prefill_step,
             max_context=handle.max_context,
             log_level=self.config.server.log_level,
+            **_prefix_cache_spec(handle.config.prefix_cache),
         )
         handle.worker = WorkerHandle(spec)
         handle.worker.start()
+
+
+def _prefix_cache_spec(config) -> dict[str, int]:
+    if not config.enabled or config.memory_gb <= 0:
+        return {"prefix_cache_bytes": 0}
+    return {"prefix_cache_bytes": int(config.memory_gb * 2**30), "prefix_cache_min_tokens": config.min_tokens}
 
 
 def _load_tokenizer(path: Path):

@@ -11,9 +11,10 @@ LONG_PROMPT = "tokens of a long agent system prompt " * 300
 @pytest.fixture(scope="module")
 def server(servers, tiny_models):
     # Small prefill chunks make the prefill take many engine steps; a tiny keepalive interval
-    # makes the gap between the request and its first token span several keepalives.
+    # makes the gap between the request and its first token span several keepalives. No prefix
+    # cache: every test must prefill its whole prompt.
     return servers.start(
-        {"slow": {"path": str(tiny_models.path("qwen3")), "prefill_step": 16}},
+        {"slow": {"path": str(tiny_models.path("qwen3")), "prefill_step": 16, "prefix_cache": {"enabled": False}}},
         server={"keepalive_s": 0.02},
     )
 

@@ -130,6 +130,9 @@ class PrefixCacheConfig(_Frozen):
 
     enabled: bool = True
     memory_gb: Annotated[float, Field(ge=0)] = 2.0
+    """Memory for cached prefixes (the arrays' real sizes); least recently used go first."""
+    min_tokens: Annotated[int, Field(ge=0)] = 0
+    """Token sequences shorter than this are not cached."""
     dir: str = ""
     """Persistence dir; "" = <runtime_dir>/prefix-cache/<id>."""
     persist: bool = True
