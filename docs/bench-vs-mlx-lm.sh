@@ -2,7 +2,10 @@
 # The comparison behind docs/benchmarks.md: rapid-mlx against mlx_lm.server, alternating
 # (A = mlx_lm.server, B = rapid-mlx; ratios are rapid-mlx / mlx_lm.server), two rounds each.
 #   bash docs/bench-vs-mlx-lm.sh [WORK_DIR] [SIZE]      (defaults: /tmp/rapidmlx-bench, small)
+#   WORKLOADS="agent restart" bash docs/bench-vs-mlx-lm.sh   (a subset of: agent burst restart tools hybrid)
 set -euo pipefail
+WORKLOADS=${WORKLOADS:-agent burst restart tools hybrid}
+want() { [[ " $WORKLOADS " == *" $1 "* ]]; }
 WORK=${1:-/tmp/rapidmlx-bench}
 SIZE=${2:-small}
 OPENBLAS=/usr/lib/x86_64-linux-gnu/openblas-pthread/libblas.so.3
@@ -40,10 +43,33 @@ MLX="env HF_HUB_CACHE=$WORK/hf python -m mlx_lm server --model $MODEL --port {po
 RAPID="rapid-mlx serve --config $WORK/rapid.toml --port {port}"
 COMMON=(--model default_model --rounds 2 --tokenizer "$MODEL" --labels mlx_lm.server,rapid-mlx)
 
-rapid-mlx bench agent "${COMMON[@]}" --sessions 1,4 --turns 6 --profile small --out "$WORK/agent" --compare "$MLX" "$RAPID"
-rapid-mlx bench burst "${COMMON[@]}" --n 1,8,32 --ignore-eos --out "$WORK/burst" --compare "$MLX" "$RAPID"
-rapid-mlx bench restart "${COMMON[@]}" --profile small --out "$WORK/restart" --compare "$MLX" "$RAPID"
+want agent && rapid-mlx bench agent "${COMMON[@]}" --sessions 1,4 --turns 6 --profile small --out "$WORK/agent" --compare "$MLX" "$RAPID"
+want burst && rapid-mlx bench burst "${COMMON[@]}" --n 1,8,32 --ignore-eos --out "$WORK/burst" --compare "$MLX" "$RAPID"
+want restart && rapid-mlx bench restart "${COMMON[@]}" --profile small --out "$WORK/restart" --compare "$MLX" "$RAPID"
 # Tool calls need a model that makes them: the demo model, thinking off on both sides.
-rapid-mlx bench tools --model default_model --rounds 2 --labels mlx_lm.server,rapid-mlx --out "$WORK/tools" --compare \
+want tools && rapid-mlx bench tools --model default_model --rounds 2 --labels mlx_lm.server,rapid-mlx --out "$WORK/tools" --compare \
     "env HF_HUB_CACHE=$WORK/hf python -m mlx_lm server --model $DEMO --chat-template-args '{\"enable_thinking\": false}' --port {port}" \
     "rapid-mlx serve --config $WORK/rapid-demo.toml --port {port}"
+
+# A hybrid model (qwen3_next: gated-delta state + attention) on rapid-mlx, prefix cache off (A) and on (B).
+want hybrid || exit 0
+HYBRID="$WORK/model-qwen3_next-$SIZE"
+rapid-mlx bench make-model --arch qwen3_next --size "$SIZE" --out "$HYBRID"
+for cache in on off; do
+    enabled=$([ "$cache" = on ] && echo true || echo false)
+    cat > "$WORK/rapid-hybrid-$cache.toml" <<TOML
+[server]
+runtime_dir = "$WORK/run"
+offline = true
+log_level = "warning"
+[models.bench]
+path = "$HYBRID"
+aliases = ["default_model"]
+max_concurrency = 32
+prefill_step = 2048
+prefix_cache = { enabled = $enabled }
+TOML
+done
+rapid-mlx bench agent --model default_model --rounds 2 --tokenizer "$HYBRID" --labels cache-off,cache-on \
+    --sessions 1 --turns 6 --profile small --out "$WORK/hybrid" \
+    --compare "rapid-mlx serve --config $WORK/rapid-hybrid-off.toml --port {port}" "rapid-mlx serve --config $WORK/rapid-hybrid-on.toml --port {port}"

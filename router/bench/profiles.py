@@ -138,6 +138,11 @@ class AgentSession:
             messages.append({"role": "tool", "tool_call_id": step.call_id, "content": step.result})
         return {"messages": messages, "tools": [{"type": "function", "function": tool} for tool in self.prefix.tools]}
 
+    def request(self, api: str) -> tuple[dict[str, Any], dict[str, Any]]:
+        """(the request in ``api``'s shape, the same as OpenAI chat for rendering the prompt locally)."""
+        prompt = self.openai_request()
+        return (prompt if api == "openai" else self.anthropic_request()), prompt
+
     def anthropic_request(self) -> dict[str, Any]:
         """``system``, ``messages`` and ``tools`` of an Anthropic Messages request."""
         messages: list[dict[str, Any]] = [{"role": "user", "content": self.task}]

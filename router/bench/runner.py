@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import platform
 import re
+import shlex
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -136,7 +137,7 @@ def run_meta(tokenizer: PromptTokenizer | None) -> dict[str, Any]:
             versions[package] = None
     return {
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
-        "command": " ".join(sys.argv),
+        "command": shlex.join(sys.argv),
         "machine": f"{platform.system()} {platform.machine()}, {os.cpu_count()} CPUs, {_memory_gib()}",
         "python": platform.python_version(),
         "versions": versions,

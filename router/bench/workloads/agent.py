@@ -44,8 +44,7 @@ class AgentWorkload:
         # Simulated tool time: seeded per session, so every target waits the same.
         pauses = random.Random(ctx.seed * 17 + number)
         for turn in range(1, self.turns + 1):
-            prompt = session.openai_request()
-            request = prompt if ctx.client.api == "openai" else session.anthropic_request()
+            request, prompt = session.request(ctx.client.api)
             await ctx.send(request, prompt=prompt, session=number, turn=turn)
             if turn < self.turns:
                 session.add_step(self.result_tokens)
@@ -57,6 +56,7 @@ class AgentWorkload:
         sessions: dict[int, list[RequestRecord]] = {}
         for record in records:
             sessions.setdefault(record.session, []).append(record)
+        cached, ideal = stats.cached_ratio(later), stats.cached_ratio(later, ideal=True)
         return {
             **stats.request_figures(records),
             "ttft_turn1_p50_s": stats.median(r.ttft_s for r in first if r.ok),
@@ -64,8 +64,9 @@ class AgentWorkload:
             "ttft_later_p50_s": stats.median(r.ttft_s for r in later if r.ok),
             "ttft_later_p95_s": stats.percentile((r.ttft_s for r in later if r.ok), 95),
             "session_wall_p50_s": stats.median(stats.wall_s(s) for s in sessions.values()),
-            "cached_ratio_later": stats.cached_ratio(later),
-            "ideal_cached_ratio_later": stats.cached_ratio(later, ideal=True),
+            "cached_ratio_later": cached,
+            "ideal_cached_ratio_later": ideal,
+            "cached_of_ideal_later": stats.ratio(cached, ideal),
             "cached_ratio_turn1": stats.cached_ratio(first),
             "ideal_cached_ratio_turn1": stats.cached_ratio(first, ideal=True),
             "prompt_tokens_turn1_p50": stats.median(r.prompt_tokens for r in first if r.ok),

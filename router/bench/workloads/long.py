@@ -33,8 +33,7 @@ class LongWorkload:
     async def run(self, ctx: PhaseContext) -> None:
         session = AgentSession.start(AgentPrefix.build(self.profile, ctx.seed), self.profile, seed=ctx.seed * 31)
         for turn in range(1, self.planned_requests(ctx.phase) + 1):
-            prompt = session.openai_request()
-            request = prompt if ctx.client.api == "openai" else session.anthropic_request()
+            request, prompt = session.request(ctx.client.api)
             record = await ctx.send(request, prompt=prompt, session=0, turn=turn)
             if not record.ok:
                 break  # a longer context would fail the same way

@@ -41,8 +41,7 @@ class RestartWorkload:
         for turn in range(1, TURNS_BEFORE + 2):
             if turn == TURNS_BEFORE + 1:
                 await ctx.server.restart()
-            prompt = session.openai_request()
-            request = prompt if ctx.client.api == "openai" else session.anthropic_request()
+            request, prompt = session.request(ctx.client.api)
             await ctx.send(request, prompt=prompt, session=0, turn=turn, labels={"after_restart": turn > TURNS_BEFORE})
             session.add_step(self.result_tokens)
 
