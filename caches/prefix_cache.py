@@ -65,7 +65,7 @@ class PrefixCache:
     def __post_init__(self) -> None:
         self._tree: RadixTree[Entry] = RadixTree()
         self._clock = itertools.count(1)
-        self._nodes: dict[int, Node[Entry]] = {}  # id(entry) -> its node, for eviction
+        self._nodes: set[Node[Entry]] = set()  # the nodes holding an entry, for eviction
 
     # ------------------------------------------------------------------ public API
 
@@ -108,7 +108,7 @@ class PrefixCache:
         snapshot.materialize(layers)
         entry = Entry(layers, size, snapshot.is_trimmable(layers), next(self._clock))
         node.value = entry
-        self._nodes[id(entry)] = node
+        self._nodes.add(node)
         self.stats.stored += 1
         self.stats.entries += 1
         self.stats.bytes += size
@@ -148,7 +148,7 @@ class PrefixCache:
     def _evict(self, budget_bytes: int) -> int:
         freed = 0
         while self.stats.bytes > budget_bytes:
-            candidates = [n for n in self._nodes.values() if n.value.pins == 0]
+            candidates = [n for n in self._nodes if n.value.pins == 0]
             if not candidates:
                 break
             oldest = min(candidates, key=lambda n: n.value.last_used)
@@ -161,7 +161,7 @@ class PrefixCache:
 
     def _remove(self, node: Node[Entry]) -> None:
         entry = node.value
-        del self._nodes[id(entry)]
+        self._nodes.remove(node)
         node.value = None
         self.stats.entries -= 1
         self.stats.bytes -= entry.nbytes

@@ -151,7 +151,7 @@ class Scheduler:
 
     def step(self) -> StepOutputs:
         """Run one engine step and collect what every sequence produced."""
-        outputs, self._rejected = self._rejected, []
+        outputs: list[TokenDelta] = []
         if self._by_uid:
             prompt_responses, responses = self._generator.next()
             for response in prompt_responses:
@@ -160,7 +160,8 @@ class Scheduler:
             failed = {uid for uid, sequence in self._by_uid.items() if sequence.guard.error is not None}
             outputs.extend(self._collect(response) for response in responses if response.uid not in failed)
             outputs.extend(self._fail_guarded(failed))
-        outputs.extend(self._rejected)  # requests that waited for a prefill and then failed to start
+        # Rejections and aborts since the last step, and requests that waited for a prefill and failed to start.
+        outputs.extend(self._rejected)
         self._rejected = []
         return StepOutputs(outputs)
 

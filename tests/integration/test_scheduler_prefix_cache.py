@@ -120,18 +120,21 @@ def test_concurrent_sessions_and_an_abort_do_not_corrupt_each_other(model, engin
 
 
 def test_concurrent_arrivals_prefill_a_shared_uncached_prefix_once(model):
-    if model.name not in TRIMMABLE:
-        pytest.skip("waiting for another's prefill needs a snapshot that rewinds to the shared part")
     engine = scheduler(model, PrefixCache(memory_bytes=1 << 30), prefill_step=64)
     system = tokens(10, SHARE_MIN_TOKENS + 80)
     prompts = {f"agent{i}": system + tokens(30 + i, 12) for i in range(4)}
     with engine._generator.stats() as stats:
         result = run_requests(engine, [AddRequest(rid, p, 8, GREEDY, [2]) for rid, p in prompts.items()])
+    for request_id, prompt in prompts.items():
+        assert result[request_id].tokens == solo(model, prompt, 8), request_id
+    if model.name not in TRIMMABLE:
+        # No snapshot of these caches rewinds to the shared part: nobody waits, each prefills its own.
+        assert engine.shared_prefill_tokens == 0
+        assert stats.prompt_tokens == sum(len(p) - 1 for p in prompts.values())
+        return
     # One prefill of the shared part, then each agent's own tokens (the last of which goes in with decoding).
     assert stats.prompt_tokens == sum(len(p) - 1 for p in prompts.values()) - 3 * len(system)
     assert engine.shared_prefill_tokens == 3 * len(system)
-    for request_id, prompt in prompts.items():
-        assert result[request_id].tokens == solo(model, prompt, 8), request_id
     assert sorted(result[rid].cached_tokens for rid in prompts) == [0, len(system), len(system), len(system)]
 
 
@@ -149,9 +152,8 @@ def test_the_budget_evicts_and_memory_returns(model):
     assert mx.get_active_memory() <= before - freed * 0.9  # the arrays are really gone, not just unlisted
 
 
+@pytest.mark.parametrize("model", ["qwen3", "llama"], indirect=True)  # only caches that rewind wait for a shared prefill
 def test_a_request_waiting_for_a_shared_prefill_can_be_aborted(model):
-    if model.name not in TRIMMABLE:
-        pytest.skip("only trimmable caches wait for a shared prefill")
     engine = scheduler(model, PrefixCache(memory_bytes=1 << 30), prefill_step=32)
     system = tokens(11, SHARE_MIN_TOKENS + 40)
     engine.add(AddRequest("leader", system + tokens(12, 5), 6, GREEDY, [2]))
