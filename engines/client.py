@@ -105,6 +105,7 @@ class WorkerHandle:
         self.last_error: str | None = None
         self.restarts = 0
         self.vocab_size = 0  # from the worker's WorkerReady
+        self.exact_snapshots = False  # from WorkerReady: requests should name their turn boundaries
         self._load_timeout_s = load_timeout_s
         self._process: asyncio.subprocess.Process | None = None
         self._writer: asyncio.StreamWriter | None = None
@@ -228,6 +229,7 @@ class WorkerHandle:
                 self.last_error = ready
                 return ready
             self.state, self.last_error, self.vocab_size = WorkerState.READY, None, ready.vocab_size
+            self.exact_snapshots = ready.exact_snapshots
             self._ready.set()
             logger.info("worker[%s] ready (pid %s)", self.spec.model_id, self._process.pid)
             await self._pump(reader)

@@ -22,7 +22,7 @@ import struct
 
 import msgspec
 
-PROTOCOL_VERSION = 3  # 3: StatusQuery / WorkerStatus, prefix-cache fields in WorkerSpec
+PROTOCOL_VERSION = 4  # 4: AddRequest.snapshot_at, WorkerReady.exact_snapshots; 3: StatusQuery / WorkerStatus
 FRAME_HEADER = struct.Struct(">I")
 MAX_FRAME_BYTES = 256 * 1024 * 1024
 # The environment variable a worker's WorkerSpec travels in (JSON).
@@ -78,6 +78,9 @@ class AddRequest(msgspec.Struct, frozen=True, array_like=True, tag="add", gc=Fal
     sampling: SamplingParams
     # Token ids that end the sequence (EOS ids plus any the request adds); the stop token is not emitted.
     stop_token_ids: list[int]
+    # Prompt offsets where the next request is likely to branch (a chat turn's boundaries), sent
+    # when the worker's prefix cache can only reuse exact snapshot points: it snapshots there.
+    snapshot_at: tuple[int, ...] = ()
 
 
 class AbortRequest(msgspec.Struct, frozen=True, array_like=True, tag="abort", gc=False):
@@ -149,6 +152,9 @@ class WorkerReady(msgspec.Struct, frozen=True, array_like=True, tag="ready", gc=
     max_context: int
     pid: int
     vocab_size: int  # rows of the model's logits: the bound for token ids, top_k and logit_bias
+    # The prefix cache reuses only exact snapshot points (state that cannot rewind): the router
+    # should send turn boundaries as AddRequest.snapshot_at.
+    exact_snapshots: bool = False
 
 
 class StatusQuery(msgspec.Struct, frozen=True, array_like=True, tag="status?", gc=False):

@@ -6,12 +6,14 @@ plus at most one prefill chunk (``prefill_step`` tokens) for waiting prompts, so
 prompt never stalls the running decodes for more than one chunk.
 
 With a prefix cache, a request starts from the longest cached prefix of its prompt and only
-the rest is prefilled. Snapshots go into the cache at the end of every prompt (the first
-prompt segment's end, one token before the last) and at the end of every output (prompt
-plus completion, which the next agent turn usually starts with). A request that shares a
-long uncached prefix with one still prefilling waits for that one's end-of-prompt snapshot
-instead of prefilling the same tokens again beside it (trimmable caches only: only they can
-serve a prefix shorter than the snapshot).
+the rest is prefilled. Snapshots go into the cache at the end of every prompt (one token
+before the last), at the end of every output (prompt plus completion, which the next agent
+turn usually starts with) and, for models whose cache cannot rewind, at the offsets the
+request names in ``snapshot_at`` (the chat turn's boundaries: the prompt is inserted as
+segments that end there). A request that shares a long uncached prefix with one still
+prefilling waits for that one's snapshot instead of prefilling the same tokens again beside
+it: any snapshot at or past the shared part when the cache can rewind, else one that ends
+exactly inside it.
 
 Failures stay as small as they can be: a request the contract forbids is rejected at
 ``add`` (checked again here, whatever the router checked); an exception in one request's
@@ -67,9 +69,16 @@ class _Sequence:
     cached_tokens: int
     guard: RowGuard
     prompt: list[int]
+    # Prompt offsets where its prefill stops for a snapshot, ascending; the last is len(prompt) - 1.
+    snapshot_points: list[int]
     hit: PrefixHit | None = None  # the cache entry it started from, pinned while it runs
-    prefilled: bool = False  # its end-of-prompt snapshot was taken (or it needed none)
+    snapshotted: int = 0  # prompt tokens its latest snapshot holds (its cache hit's to begin with)
     announced: bool = False  # whether cached_tokens went out with a delta yet
+
+    @property
+    def prefilled(self) -> bool:
+        """Its end-of-prompt snapshot was taken (or it needed none)."""
+        return self.snapshotted >= len(self.prompt) - 1
 
 
 @dataclass
@@ -79,6 +88,7 @@ class _Held:
     request: AddRequest
     leader_uid: int
     covered: int  # prompt tokens the cache served before it waited
+    ready_at: int  # admitted once the leader has a snapshot of at least this many prompt tokens
 
 
 def model_vocab_size(model) -> int:
@@ -105,11 +115,11 @@ class Scheduler:
         self._rejected: list[TokenDelta] = []
         self.prefix_cache = prefix_cache
         self._held: dict[str, _Held] = {}
-        # Sharing an in-flight prefill needs a snapshot that can be cut back to the shared part
-        # at any length (a sliding window stops rewinding once a prompt is longer than it).
+        # Whether any snapshot can be cut back to a shorter prefix (a sliding window stops
+        # rewinding once a prompt is longer than it); if not, only exact snapshot points serve.
         layers = make_prompt_cache(model)
-        self._can_share = (prefix_cache is not None and snapshot.is_trimmable(layers)
-                           and not any(isinstance(layer, RotatingKVCache) for layer in layers))
+        self._rewindable = snapshot.is_trimmable(layers) and not any(isinstance(layer, RotatingKVCache) for layer in layers)
+        self.exact_snapshots = prefix_cache is not None and not self._rewindable
         self.shared_prefill_tokens = 0  # prompt tokens served from a snapshot a held request waited for
 
     def _new_generator(self) -> BatchGenerator:
@@ -133,11 +143,12 @@ class Scheduler:
         if error is not None:
             self._reject(request.request_id, error, ErrorKind.INVALID_REQUEST)
             return
-        if self._can_share:
+        if self.prefix_cache is not None:
             covered = self.prefix_cache.longest(request.prompt_tokens)
             leader = self._leader_for(request.prompt_tokens, covered)
             if leader is not None:  # looked up once the leader's snapshot is in
-                self._held[request.request_id] = _Held(request, leader, covered)
+                leader_uid, ready_at = leader
+                self._held[request.request_id] = _Held(request, leader_uid, covered, ready_at)
                 return
         self._admit(request, self.prefix_cache.lookup(request.prompt_tokens) if self.prefix_cache is not None else None)
 
@@ -156,7 +167,7 @@ class Scheduler:
             prompt_responses, responses = self._generator.next()
             for response in prompt_responses:
                 if response.end_of_segment and not response.end_of_prompt:
-                    self._snapshot_prompt(response.uid)
+                    self._snapshot_segment(response.uid)
             failed = {uid for uid, sequence in self._by_uid.items() if sequence.guard.error is not None}
             outputs.extend(self._collect(response) for response in responses if response.uid not in failed)
             outputs.extend(self._fail_guarded(failed))
@@ -225,16 +236,22 @@ class Scheduler:
             or token_problem(request.prompt_tokens, self.vocab_size, "prompt")
             or token_problem(request.stop_token_ids, self.vocab_size, "stop_token_ids")
         )
-        return problem[1] if problem else None
+        if problem:
+            return problem[1]
+        if any(not 0 < point < len(request.prompt_tokens) for point in request.snapshot_at):
+            return f"snapshot_at offsets must lie inside the prompt (1 to {len(request.prompt_tokens) - 1})"
+        return None
 
     def _admit(self, request: AddRequest, hit: PrefixHit | None) -> None:
         """Insert into the generator, starting from ``hit`` if the cache had a prefix."""
         prompt = list(request.prompt_tokens)
         start = hit.length if hit is not None else 0
+        points = self._snapshot_points(request, start)
         try:
             guard = RowGuard(make_sampler(request.sampling, self.vocab_size), make_processors(request.sampling))
-            (uid,) = self._generator.insert(
-                [prompt[start:]],
+            (uid,) = self._generator.insert_segments(
+                # The generator feeds the last token on its own after the final segment.
+                [[prompt[a:b] for a, b in zip([start, *points], [*points, len(prompt)])]],
                 max_tokens=[request.max_tokens],
                 caches=[hit.layers if hit is not None else None],
                 # A fresh list: the generator appends to it as it prefills.
@@ -250,35 +267,50 @@ class Scheduler:
             reset_random_state()
             self._reject(request.request_id, ENGINE_FAILED, ErrorKind.ENGINE)
             return
-        # Only the last token left: the whole prompt but it was cached, nothing new to snapshot.
         self._by_uid[uid] = _Sequence(request.request_id, request.sampling.top_logprobs, cached_tokens=start, guard=guard,
-                                      prompt=prompt, hit=hit, prefilled=len(prompt) - start <= 1)
+                                      prompt=prompt, snapshot_points=points, hit=hit, snapshotted=start)
         self._uid_by_request[request.request_id] = uid
 
-    def _leader_for(self, prompt: list[int], covered: int) -> int | None:
-        """A still-prefilling sequence whose prompt shares a long uncached prefix with ``prompt``."""
-        best, best_shared = None, covered + SHARE_MIN_TOKENS - 1
+    def _snapshot_points(self, request: AddRequest, start: int) -> list[int]:
+        """Where the prefill of ``request`` (from ``start``) stops for a snapshot: its prompt's end,
+        and for caches that cannot rewind, the offsets it asked for."""
+        end = len(request.prompt_tokens) - 1
+        if self.prefix_cache is None or start >= end:
+            return []  # nothing left to prefill but the last token, or nowhere to keep it
+        asked = request.snapshot_at if self.exact_snapshots else ()
+        return sorted({point for point in asked if start < point < end} | {end})
+
+    def _leader_for(self, prompt: list[int], covered: int) -> tuple[int, int] | None:
+        """(uid, snapshot length to wait for) of a still-prefilling sequence whose coming snapshot
+        serves a long uncached prefix of ``prompt``."""
+        best, best_ready = None, covered + SHARE_MIN_TOKENS - 1
         for uid, sequence in self._by_uid.items():
             if sequence.prefilled:
                 continue
             shared = common_prefix(prompt, sequence.prompt)
-            if shared > best_shared:
-                best, best_shared = uid, shared
-        return best
+            coming = [point for point in sequence.snapshot_points if point > sequence.snapshotted]
+            if self._rewindable:  # its next snapshot, cut back to what they share
+                ready = min(shared, coming[0]) if coming else 0
+            else:  # only a snapshot that ends inside what they share
+                ready = max((point for point in coming if point <= shared), default=0)
+            if ready > best_ready:
+                best, best_ready = uid, ready
+        return (best, best_ready) if best is not None else None
 
-    def _snapshot_prompt(self, uid: int) -> None:
-        """Cache the sequence's prompt (all but its last token), then admit who waited for it."""
+    def _snapshot_segment(self, uid: int) -> None:
+        """Cache the sequence's prompt up to where its prefill stopped, then admit who waited for it."""
         sequence = self._by_uid.get(uid)
-        if sequence is None or sequence.prefilled:
+        if sequence is None or sequence.prefilled or self.prefix_cache is None:
             return
-        sequence.prefilled = True
-        if self.prefix_cache is not None:
-            layers, tokens = self._generator.extract_cache([uid])[uid]
-            self.prefix_cache.store(list(tokens), layers)
-        self._admit_followers(uid)
+        layers, tokens = self._generator.extract_cache([uid])[uid]
+        sequence.snapshotted = len(tokens)
+        self.prefix_cache.store(list(tokens), layers)
+        self._admit_followers(uid, upto=len(tokens))
 
-    def _admit_followers(self, leader_uid: int) -> None:
-        for request_id in [rid for rid, held in self._held.items() if held.leader_uid == leader_uid]:
+    def _admit_followers(self, leader_uid: int, upto: int | None = None) -> None:
+        """Admit who waited on ``leader_uid`` for a snapshot of at most ``upto`` tokens (all: None)."""
+        for request_id in [rid for rid, held in self._held.items()
+                           if held.leader_uid == leader_uid and (upto is None or held.ready_at <= upto)]:
             held = self._held.pop(request_id)
             hit = self.prefix_cache.lookup(held.request.prompt_tokens)
             self.shared_prefill_tokens += max(0, (hit.length if hit else 0) - held.covered)

@@ -197,7 +197,8 @@ def serve(spec: WorkerSpec) -> int:
         return 1
     inbox: queue.Queue[WorkerInput] = queue.Queue()
     threading.Thread(target=read_inputs, args=(sock, inbox), name="reader", daemon=True).start()
-    sock.sendall(encode_frame(WorkerReady(PROTOCOL_VERSION, spec.model_id, spec.max_context, os.getpid(), scheduler.vocab_size)))
+    sock.sendall(encode_frame(WorkerReady(PROTOCOL_VERSION, spec.model_id, spec.max_context, os.getpid(), scheduler.vocab_size,
+                                          scheduler.exact_snapshots)))
     logger.info("ready: %s (max_context=%d, vocab_size=%d)", spec.model_id, spec.max_context, scheduler.vocab_size)
     loop = EngineLoop(scheduler, inbox, sock)
     loop.run()

@@ -71,6 +71,12 @@ class ModelHandle:
         return self.worker.vocab_size if self.worker else 0
 
     @property
+    def wants_turn_boundaries(self) -> bool:
+        """Whether requests should tell the worker where their chat turns end (its prefix cache
+        can only reuse exact snapshot points: a hybrid or sliding-window model)."""
+        return self.worker.exact_snapshots if self.worker else False
+
+    @property
     def tool_parser(self) -> str | None:
         return self.parsers.tool_parser if self.parsers else None
 

@@ -16,12 +16,17 @@ from router.bench.client import RequestRecord
 
 
 class PromptTokenizer:
-    """Renders OpenAI-shaped chat requests to token ids as a server with this tokenizer would."""
+    """Renders OpenAI-shaped chat requests to token ids as a server with this tokenizer would.
+
+    Through mlx-lm's tokenizer wrapper, as rapid-mlx and mlx_lm.server load it: it sets the
+    template's thinking switch from the vocabulary (off without a ``<think>`` token), which
+    changes the generation prompt.
+    """
 
     def __init__(self, path: str | Path) -> None:
-        from transformers import AutoTokenizer
+        from mlx_lm.tokenizer_utils import load
 
-        self._tokenizer = AutoTokenizer.from_pretrained(str(path))
+        self._tokenizer = load(Path(path))
 
     @property
     def eos_token_id(self) -> int | None:

@@ -5,11 +5,18 @@ rendering machinery: a request-supplied ``chat_template`` (arbitrary Jinja, run 
 router) is refused unless the operator allows it (as vLLM does, GHSA-6fvq-23cw-5628), and
 keyword arguments of ``apply_chat_template`` itself (``tokenize``, ``return_dict``...) are
 refused always. Rendering is bounded in time either way.
+
+For a model whose prefix cache reuses only exact snapshot points (a hybrid or sliding-window
+model), the prompt also carries its turn boundaries: where the system prompt and tools end
+(sessions share it), and where the history ends before the generation prompt (the next turn
+of an agent continues from there, without this turn's generation prompt).
 """
 
 from __future__ import annotations
 
 import inspect
+import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,6 +28,8 @@ from router.errors import InvalidRequestError, shown
 from router.pool import ModelHandle
 from router.turn.deadline import TimedOut, run_with_deadline
 
+logger = logging.getLogger(__name__)
+
 # Names the server passes itself, or that change what rendering returns rather than what the
 # template sees.
 _RESERVED_KWARGS = frozenset(inspect.signature(PreTrainedTokenizerBase.apply_chat_template).parameters) - {"self", "kwargs", "chat_template"} | {"messages"}
@@ -30,6 +39,8 @@ _RESERVED_KWARGS = frozenset(inspect.signature(PreTrainedTokenizerBase.apply_cha
 class RenderedPrompt:
     text: str
     tokens: list[int]
+    # Token offsets where a later request is likely to branch (empty unless the model wants them).
+    boundaries: tuple[int, ...] = ()
 
 
 async def render_chat(
@@ -54,10 +65,13 @@ async def render_chat(
     template_kwargs = {**handle.config.chat_template_kwargs, **_checked_kwargs(request_kwargs, handle.allow_request_chat_template)}
     timeout_s = handle.chat_template_timeout_s
 
+    def template(upto: int, generation_prompt: bool) -> str:
+        return tokenizer.apply_chat_template(
+            messages[:upto], tools=tools or None, add_generation_prompt=generation_prompt, tokenize=False, **template_kwargs)
+
     def render() -> RenderedPrompt:
         try:
-            text = run_with_deadline(lambda: tokenizer.apply_chat_template(
-                messages, tools=tools or None, add_generation_prompt=True, tokenize=False, **template_kwargs), timeout_s)
+            text = run_with_deadline(lambda: template(len(messages), True), timeout_s)
         except TimedOut:
             raise InvalidRequestError(f"The chat template did not finish rendering in {timeout_s:g}s.", param="messages") from None
         except (TemplateError, TypeError, ValueError, KeyError, IndexError, AttributeError, RecursionError) as exc:
@@ -65,9 +79,32 @@ async def render_chat(
             raise InvalidRequestError(f"The chat template rejected these messages: {shown(str(exc), 300)}", param="messages") from None
         if not isinstance(text, str) or not text.strip():
             raise InvalidRequestError("The chat template rendered these messages as an empty prompt.", param="messages")
-        return RenderedPrompt(text, tokenizer.encode(text, add_special_tokens=False))
+        tokens = tokenizer.encode(text, add_special_tokens=False)
+        boundaries = turn_boundaries(messages, text, tokens, template, tokenizer, timeout_s) if handle.wants_turn_boundaries else ()
+        return RenderedPrompt(text, tokens, boundaries)
 
     return await anyio.to_thread.run_sync(render)
+
+
+def turn_boundaries(messages: list[dict[str, Any]], text: str, tokens: list[int],
+                     template: Callable[[int, bool], str], tokenizer: Any, timeout_s: float) -> tuple[int, ...]:
+    """Token offsets of the prompt where the leading system messages end and where the history
+    ends before the generation prompt, each where the template renders that part of the
+    conversation as a prefix of the prompt, token for token (a boundary only helps there)."""
+    system_end = next((i for i, message in enumerate(messages) if message.get("role") not in ("system", "developer")), len(messages))
+    found = set()
+    for upto in sorted({system_end, len(messages)} - {0}):
+        try:
+            part = run_with_deadline(lambda: template(upto, False), timeout_s)
+        except Exception:  # a template may refuse a partial conversation; the prompt itself rendered
+            logger.debug("no turn boundary after %d messages", upto, exc_info=True)
+            continue
+        if not isinstance(part, str) or not part or not text.startswith(part):
+            continue
+        part_tokens = tokenizer.encode(part, add_special_tokens=False)
+        if 0 < len(part_tokens) < len(tokens) and tokens[: len(part_tokens)] == part_tokens:
+            found.add(len(part_tokens))
+    return tuple(sorted(found))
 
 
 def _checked_kwargs(kwargs: dict[str, Any], allow_template: bool) -> dict[str, Any]:

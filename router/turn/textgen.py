@@ -50,6 +50,7 @@ class GenerationRequest:
     sampling: SamplingParams
     stop: list[str] = field(default_factory=list)
     stop_token_ids: list[int] = field(default_factory=list)
+    snapshot_at: tuple[int, ...] = ()  # the prompt's turn boundaries, for the worker's prefix cache
 
 
 class Generation:
@@ -81,6 +82,7 @@ class Generation:
             self.request.max_tokens,
             self.request.sampling,
             sorted(set(tokenizer.eos_token_ids) | set(self.request.stop_token_ids)),
+            self.request.snapshot_at,
         )
         async with contextlib.aclosing(self.handle.worker.generate(add, heartbeat_s=self.handle.heartbeat_s)) as batches:
             async for batch in batches:

@@ -149,7 +149,7 @@ async def prepare_turn(handle: ModelHandle, request: TurnRequest) -> Turn:
     max_tokens = resolve_max_tokens(handle, request.max_tokens, len(prompt.tokens), param=request.max_tokens_param, context_param=request.messages_param)
     sampling = build_sampling(handle, request.sampling)
     stops = stop_token_ids(handle, request.stop_token_ids)
-    generation = Generation(handle, GenerationRequest(prompt.tokens, max_tokens, sampling, request.stop, stops))
+    generation = Generation(handle, GenerationRequest(prompt.tokens, max_tokens, sampling, request.stop, stops, prompt.boundaries))
     return Turn(generation, prompt, request)
 
 

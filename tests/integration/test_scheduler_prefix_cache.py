@@ -119,15 +119,18 @@ def test_concurrent_sessions_and_an_abort_do_not_corrupt_each_other(model, engin
             assert outputs[request_id] == solo(model, prompt, 10), request_id
 
 
-def test_concurrent_arrivals_prefill_a_shared_uncached_prefix_once(model):
+@pytest.mark.parametrize("name_the_boundary", [True, False])
+def test_concurrent_arrivals_prefill_a_shared_uncached_prefix_once(model, name_the_boundary):
     engine = scheduler(model, PrefixCache(memory_bytes=1 << 30), prefill_step=64)
     system = tokens(10, SHARE_MIN_TOKENS + 80)
     prompts = {f"agent{i}": system + tokens(30 + i, 12) for i in range(4)}
+    # What the router sends for a model that cannot rewind: where the shared system prompt ends.
+    boundary = (len(system),) if name_the_boundary else ()
     with engine._generator.stats() as stats:
-        result = run_requests(engine, [AddRequest(rid, p, 8, GREEDY, [2]) for rid, p in prompts.items()])
+        result = run_requests(engine, [AddRequest(rid, p, 8, GREEDY, [2], boundary) for rid, p in prompts.items()])
     for request_id, prompt in prompts.items():
         assert result[request_id].tokens == solo(model, prompt, 8), request_id
-    if model.name not in TRIMMABLE:
+    if model.name not in TRIMMABLE and not name_the_boundary:
         # No snapshot of these caches rewinds to the shared part: nobody waits, each prefills its own.
         assert engine.shared_prefill_tokens == 0
         assert stats.prompt_tokens == sum(len(p) - 1 for p in prompts.values())
@@ -136,6 +139,23 @@ def test_concurrent_arrivals_prefill_a_shared_uncached_prefix_once(model):
     assert stats.prompt_tokens == sum(len(p) - 1 for p in prompts.values()) - 3 * len(system)
     assert engine.shared_prefill_tokens == 3 * len(system)
     assert sorted(result[rid].cached_tokens for rid in prompts) == [0, len(system), len(system), len(system)]
+
+
+@pytest.mark.parametrize("length", [20, 60])
+def test_a_named_turn_boundary_serves_the_next_turn(model, engine, length):
+    # A chat turn: the history, then a generation prompt the next turn's history will not contain.
+    history, generation_prompt = tokens(14, length), tokens(15, 6)
+    prompt = history + generation_prompt
+    run_requests(engine, [AddRequest("a", prompt, 6, GREEDY, [2], (len(history),))])
+    turn = history + tokens(16, 9)
+    following, cached = generate(engine, turn, request_id="b")
+    assert following == solo(model, turn)
+    assert cached == len(history)  # from the boundary's snapshot, or the prompt's cut back to it
+
+
+def test_snapshot_offsets_outside_the_prompt_are_refused(model, engine):
+    result = run_requests(engine, [AddRequest("bad", tokens(17, 10), 4, GREEDY, [2], (3, 10))])["bad"]
+    assert result.last.finish_reason is FinishReason.ERROR and "snapshot_at" in result.last.error
 
 
 def test_the_budget_evicts_and_memory_returns(model):
