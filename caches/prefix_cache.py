@@ -3,7 +3,8 @@
 A snapshot is the per-layer cache after a known token sequence (the end of a prompt, or a
 prompt plus its output). A lookup finds what serves the longest prefix of a new prompt:
 - a trimmable snapshot (attention ``KVCache``, a sliding window before it wraps) anywhere
-  below the point where the prompt leaves the tree: trimmed to the shared tokens;
+  below the point where the prompt leaves the tree: trimmed to the shared tokens (a
+  quantized KV cache not below its ``quantize_after``: ``snapshot.rewind_floor``);
 - any snapshot that ends exactly on the prompt's path (the only kind that can serve
   linear-attention or SSM state, which cannot rewind).
 At least one prompt token is always left to feed, so an identical prompt hits all but its
@@ -31,6 +32,7 @@ class Entry:
     layers: snapshot.Layers
     nbytes: int
     trimmable: bool
+    floor: int  # a trimmable entry serves prefixes of at least this many tokens
     last_used: int
     pins: int = 0
 
@@ -106,7 +108,7 @@ class PrefixCache:
             return False
         # Computed now: a lazy slice would keep the whole batch buffer it came from alive.
         snapshot.materialize(layers)
-        entry = Entry(layers, size, snapshot.is_trimmable(layers), next(self._clock))
+        entry = Entry(layers, size, snapshot.is_trimmable(layers), snapshot.rewind_floor(layers), next(self._clock))
         node.value = entry
         self._nodes.add(node)
         self.stats.stored += 1
@@ -130,18 +132,20 @@ class PrefixCache:
         best = (exact, exact.depth) if exact is not None and exact.depth > 0 else None
         if found.length > (best[1] if best else 0):
             below = found.partial if found.partial is not None else found.path[-1]
-            trimmable = next((n for n in self._tree.values_below(below) if n.value.trimmable), None)
+            trimmable = next((n for n in self._tree.values_below(below) if n.value.trimmable and n.value.floor <= found.length), None)
             if trimmable is not None:
                 best = (trimmable, found.length)
         return best
 
     def _drop_covered(self, node: Node[Entry]) -> None:
-        """A trimmable snapshot serves every prefix of its tokens: shorter trimmable ones on its path go."""
+        """A trimmable snapshot serves every prefix of its tokens down to its floor: shorter trimmable
+        ones on its path within that reach go."""
+        floor = node.value.floor
         ancestor = node.parent
         while ancestor is not None:
             above = ancestor.parent
             entry = ancestor.value
-            if entry is not None and entry.trimmable and entry.pins == 0:
+            if entry is not None and entry.trimmable and entry.pins == 0 and ancestor.depth >= floor:
                 self._remove(ancestor)
             ancestor = above
 

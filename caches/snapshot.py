@@ -28,6 +28,12 @@ def is_trimmable(layers: Sequence[Any]) -> bool:
     return all(layer.is_trimmable() for layer in layers)
 
 
+def rewind_floor(layers: Sequence[Any]) -> int:
+    """The shortest prefix a trimmable snapshot can be cut back to (a quantized KV cache only to
+    lengths that were quantized when it was made: ``caches.quantized``)."""
+    return max((getattr(layer, "rewind_floor", 0) for layer in layers), default=0)
+
+
 def nbytes(layers: Sequence[Any]) -> int:
     """Bytes of the arrays the snapshot holds (snapshots from ``extract`` are exact-size)."""
     return sum(layer.nbytes for layer in layers)

@@ -2,9 +2,9 @@
 # The comparison behind docs/benchmarks.md: rapid-mlx against mlx_lm.server, alternating
 # (A = mlx_lm.server, B = rapid-mlx; ratios are rapid-mlx / mlx_lm.server), two rounds each.
 #   bash docs/bench-vs-mlx-lm.sh [WORK_DIR] [SIZE]      (defaults: /tmp/rapidmlx-bench, small)
-#   WORKLOADS="agent restart" bash docs/bench-vs-mlx-lm.sh   (a subset of: agent burst restart tools hybrid)
+#   WORKLOADS="agent restart" bash docs/bench-vs-mlx-lm.sh   (a subset of: agent burst restart tools kv hybrid)
 set -euo pipefail
-WORKLOADS=${WORKLOADS:-agent burst restart tools hybrid}
+WORKLOADS=${WORKLOADS:-agent burst restart tools kv hybrid}
 want() { [[ " $WORKLOADS " == *" $1 "* ]]; }
 WORK=${1:-/tmp/rapidmlx-bench}
 SIZE=${2:-small}
@@ -41,7 +41,8 @@ TOML
 
 MLX="env HF_HUB_CACHE=$WORK/hf python -m mlx_lm server --model $MODEL --port {port}"
 RAPID="rapid-mlx serve --config $WORK/rapid.toml --port {port}"
-COMMON=(--model default_model --rounds 2 --tokenizer "$MODEL" --labels mlx_lm.server,rapid-mlx)
+BASE=(--model default_model --rounds 2 --tokenizer "$MODEL")
+COMMON=("${BASE[@]}" --labels mlx_lm.server,rapid-mlx)
 
 want agent && rapid-mlx bench agent "${COMMON[@]}" --sessions 1,4 --turns 6 --profile small --out "$WORK/agent" --compare "$MLX" "$RAPID"
 want burst && rapid-mlx bench burst "${COMMON[@]}" --n 1,8,32 --ignore-eos --out "$WORK/burst" --compare "$MLX" "$RAPID"
@@ -50,6 +51,19 @@ want restart && rapid-mlx bench restart "${COMMON[@]}" --profile small --out "$W
 want tools && rapid-mlx bench tools --model default_model --rounds 2 --labels mlx_lm.server,rapid-mlx --out "$WORK/tools" --compare \
     "env HF_HUB_CACHE=$WORK/hf python -m mlx_lm server --model $DEMO --chat-template-args '{\"enable_thinking\": false}' --port {port}" \
     "rapid-mlx serve --config $WORK/rapid-demo.toml --port {port}"
+
+# A quantized KV cache (8-bit from the first token; group 32: the bench model's head dimension):
+# mlx_lm.server --kv-bits serves one request at a time, rapid-mlx batches; then rapid-mlx
+# unquantized (A) against 8-bit (B); then the KV bytes per token and what fits a budget.
+if want kv; then
+    cp "$WORK/rapid.toml" "$WORK/rapid-kv8.toml"
+    printf 'kv_cache = { bits = 8, group_size = 32, quantize_after = 0 }\n' >> "$WORK/rapid-kv8.toml"
+    RAPID_KV8="rapid-mlx serve --config $WORK/rapid-kv8.toml --port {port}"
+    rapid-mlx bench burst "${BASE[@]}" --labels mlx_lm.server-kv8,rapid-mlx-kv8 --n 8 --ignore-eos --out "$WORK/kv8-vs-mlx" --compare \
+        "env HF_HUB_CACHE=$WORK/hf python -m mlx_lm server --model $MODEL --kv-bits 8 --kv-group-size 32 --quantized-kv-start 0 --port {port}" "$RAPID_KV8"
+    rapid-mlx bench burst "${BASE[@]}" --labels rapid-mlx,rapid-mlx-kv8 --n 8 --ignore-eos --out "$WORK/kv8-vs-fp" --compare "$RAPID" "$RAPID_KV8"
+    rapid-mlx bench kv-memory --model-dir "$MODEL" --group-size 32 --budget-gb 1 --context 32768 --out "$WORK/kv-memory"
+fi
 
 # A hybrid model (qwen3_next: gated-delta state + attention) on rapid-mlx, prefix cache off (A) and on (B).
 want hybrid || exit 0

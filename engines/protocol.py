@@ -182,6 +182,9 @@ class WorkerStatus(msgspec.Struct, frozen=True, array_like=True, tag="status", g
     running: int  # sequences in the generator
     waiting: int  # requests waiting for another's prefill
     prefix_cache: PrefixCacheCounters | None = None  # None: the cache is off
+    kv_bytes: int = 0  # cache memory of the sequences in the generator (prefix-cache entries not included)
+    kv_quantized_bytes: int = 0  # of that, held quantized
+    kv_bits: int = 0  # the KV quantization in use (0: none)
 
 
 class WorkerFatal(msgspec.Struct, frozen=True, array_like=True, tag="fatal", gc=False):
@@ -229,6 +232,9 @@ class WorkerSpec(msgspec.Struct, frozen=True, kw_only=True):
     log_level: str = "info"
     prefix_cache_bytes: int = 0  # the prefix cache's memory budget; 0 turns it off
     prefix_cache_min_tokens: int = 0  # shorter token sequences are not cached
+    kv_bits: int = 0  # quantized KV cache: 4 or 8 bits; 0 keeps it unquantized
+    kv_group_size: int = 64
+    kv_quantize_after: int = 0  # tokens a sequence attends to in full precision first
 
 
 # ---------------------------------------------------------------- what a valid request is

@@ -33,6 +33,7 @@ from mlx_lm.models.cache import RotatingKVCache, make_prompt_cache
 
 from caches import snapshot
 from caches.prefix_cache import PrefixCache, PrefixHit
+from caches.quantized import KVQuantization, quantized_nbytes, row_caches
 from caches.radix import common_prefix
 
 from engines.errors import EngineUnrecoverableError
@@ -69,16 +70,18 @@ class _Sequence:
     cached_tokens: int
     guard: RowGuard
     prompt: list[int]
-    # Prompt offsets where its prefill stops for a snapshot, ascending; the last is len(prompt) - 1.
+    # Prompt offsets where its prefill segments end (the generator feeds the last token alone
+    # after them), ascending; snapshots are taken at those in ``snapshot_points``.
+    cuts: list[int]
     snapshot_points: list[int]
     hit: PrefixHit | None = None  # the cache entry it started from, pinned while it runs
-    snapshotted: int = 0  # prompt tokens its latest snapshot holds (its cache hit's to begin with)
+    prefilled_to: int = 0  # prompt tokens in its cache so far (its cache hit's to begin with)
     announced: bool = False  # whether cached_tokens went out with a delta yet
 
     @property
     def prefilled(self) -> bool:
-        """Its end-of-prompt snapshot was taken (or it needed none)."""
-        return self.snapshotted >= len(self.prompt) - 1
+        """Its whole prompt but the last token is in (and snapshotted, with a prefix cache)."""
+        return self.prefilled_to >= len(self.prompt) - 1
 
 
 @dataclass
@@ -103,7 +106,7 @@ class Scheduler:
     """Continuous batching for one model: requests join the running batch at the next step."""
 
     def __init__(self, model, *, max_concurrency: int, prefill_step: int, max_context: int,
-                 prefix_cache: PrefixCache | None = None) -> None:
+                 prefix_cache: PrefixCache | None = None, kv_quantization: KVQuantization | None = None) -> None:
         self._model = model
         self._max_context = max_context
         self.vocab_size = model_vocab_size(model)
@@ -114,6 +117,7 @@ class Scheduler:
         self._uid_by_request: dict[str, int] = {}
         self._rejected: list[TokenDelta] = []
         self.prefix_cache = prefix_cache
+        self._quantization = kv_quantization
         self._held: dict[str, _Held] = {}
         # Whether any snapshot can be cut back to a shorter prefix (a sliding window stops
         # rewinding once a prompt is longer than it); if not, only exact snapshot points serve.
@@ -167,7 +171,7 @@ class Scheduler:
             prompt_responses, responses = self._generator.next()
             for response in prompt_responses:
                 if response.end_of_segment and not response.end_of_prompt:
-                    self._snapshot_segment(response.uid)
+                    self._segment_done(response.uid)
             failed = {uid for uid, sequence in self._by_uid.items() if sequence.guard.error is not None}
             outputs.extend(self._collect(response) for response in responses if response.uid not in failed)
             outputs.extend(self._fail_guarded(failed))
@@ -184,7 +188,9 @@ class Scheduler:
             counters = PrefixCacheCounters(
                 stats.lookups, stats.hits, stats.lookup_tokens, stats.hit_tokens, stats.stored, stats.evictions,
                 stats.entries, stats.bytes, self.prefix_cache.memory_bytes, self.shared_prefill_tokens)
-        return WorkerStatus(running=len(self._by_uid), waiting=len(self._held), prefix_cache=counters)
+        return WorkerStatus(running=len(self._by_uid), waiting=len(self._held), prefix_cache=counters,
+                            kv_bytes=self._generator.prompt_cache_nbytes, kv_quantized_bytes=self._kv_quantized_bytes(),
+                            kv_bits=self._quantization.bits if self._quantization else 0)
 
     def fail_all(self) -> StepOutputs:
         """After a step that raised: fail every request in flight (call ``rebuild`` next)."""
@@ -247,13 +253,15 @@ class Scheduler:
         prompt = list(request.prompt_tokens)
         start = hit.length if hit is not None else 0
         points = self._snapshot_points(request, start)
+        end = len(prompt) - 1
+        cuts = sorted(set(points) | self._precision_cut(start, len(prompt)) | {end}) if start < end else []
         try:
             guard = RowGuard(make_sampler(request.sampling, self.vocab_size), make_processors(request.sampling))
             (uid,) = self._generator.insert_segments(
                 # The generator feeds the last token on its own after the final segment.
-                [[prompt[a:b] for a, b in zip([start, *points], [*points, len(prompt)])]],
+                [[prompt[a:b] for a, b in zip([start, *cuts], [*cuts, len(prompt)])]],
                 max_tokens=[request.max_tokens],
-                caches=[hit.layers if hit is not None else None],
+                caches=[hit.layers if hit is not None else self._fresh_caches()],
                 # A fresh list: the generator appends to it as it prefills.
                 all_tokens=[prompt[:start]],
                 samplers=[guard.sampler],
@@ -268,8 +276,14 @@ class Scheduler:
             self._reject(request.request_id, ENGINE_FAILED, ErrorKind.ENGINE)
             return
         self._by_uid[uid] = _Sequence(request.request_id, request.sampling.top_logprobs, cached_tokens=start, guard=guard,
-                                      prompt=prompt, snapshot_points=points, hit=hit, snapshotted=start)
+                                      prompt=prompt, cuts=cuts, snapshot_points=points, hit=hit, prefilled_to=start)
         self._uid_by_request[request.request_id] = uid
+
+    def _can_cut(self, snapshot_length: int, length: int) -> bool:
+        """Whether a snapshot of ``snapshot_length`` tokens can serve ``length`` of them: a
+        quantized one (past quantize_after) not below the threshold (``snapshot.rewind_floor``)."""
+        after = self._quantization.quantize_after if self._quantization is not None else 0
+        return snapshot_length < after or length >= after
 
     def _snapshot_points(self, request: AddRequest, start: int) -> list[int]:
         """Where the prefill of ``request`` (from ``start``) stops for a snapshot: its prompt's end,
@@ -280,6 +294,28 @@ class Scheduler:
         asked = request.snapshot_at if self.exact_snapshots else ()
         return sorted({point for point in asked if start < point < end} | {end})
 
+    def _kv_quantized_bytes(self) -> int:
+        if self._quantization is None:
+            return 0
+        # The generator's three stages (mlx-lm keeps them private; its prompt_cache_nbytes
+        # sums the same caches without telling quantized bytes apart).
+        generator = self._generator
+        layers = [layer for pending in generator._unprocessed_sequences for layer in pending[3]]
+        layers += generator._prompt_batch.prompt_cache + generator._generation_batch.prompt_cache
+        return sum(quantized_nbytes(layer) for layer in layers)
+
+    def _precision_cut(self, start: int, length: int) -> set[int]:
+        """Where a quantized cache's sequence switches to quantized attention: no prefill chunk
+        may straddle it, so a token's precision depends on its position alone."""
+        after = self._quantization.quantize_after if self._quantization is not None else 0
+        return {after} if start < after < length - 1 else set()
+
+    def _fresh_caches(self) -> list | None:
+        """A new sequence's caches (None: the generator makes plain ones)."""
+        if self._quantization is None:
+            return None
+        return row_caches(make_prompt_cache(self._model), self._quantization)
+
     def _leader_for(self, prompt: list[int], covered: int) -> tuple[int, int] | None:
         """(uid, snapshot length to wait for) of a still-prefilling sequence whose coming snapshot
         serves a long uncached prefix of ``prompt``."""
@@ -288,22 +324,24 @@ class Scheduler:
             if sequence.prefilled:
                 continue
             shared = common_prefix(prompt, sequence.prompt)
-            coming = [point for point in sequence.snapshot_points if point > sequence.snapshotted]
-            if self._rewindable:  # its next snapshot, cut back to what they share
-                ready = min(shared, coming[0]) if coming else 0
+            coming = [point for point in sequence.snapshot_points if point > sequence.prefilled_to]
+            if self._rewindable:  # its next snapshot, cut back to what they share (if it can be)
+                ready = min(shared, coming[0]) if coming and self._can_cut(coming[0], shared) else 0
             else:  # only a snapshot that ends inside what they share
                 ready = max((point for point in coming if point <= shared), default=0)
             if ready > best_ready:
                 best, best_ready = uid, ready
         return (best, best_ready) if best is not None else None
 
-    def _snapshot_segment(self, uid: int) -> None:
-        """Cache the sequence's prompt up to where its prefill stopped, then admit who waited for it."""
+    def _segment_done(self, uid: int) -> None:
+        """A prefill segment ended: snapshot the prompt so far if asked to, admit who waited for it."""
         sequence = self._by_uid.get(uid)
-        if sequence is None or sequence.prefilled or self.prefix_cache is None:
+        if sequence is None or sequence.prefilled:
+            return
+        sequence.prefilled_to = next(cut for cut in sequence.cuts if cut > sequence.prefilled_to)
+        if self.prefix_cache is None or sequence.prefilled_to not in sequence.snapshot_points:
             return
         layers, tokens = self._generator.extract_cache([uid])[uid]
-        sequence.snapshotted = len(tokens)
         self.prefix_cache.store(list(tokens), layers)
         self._admit_followers(uid, upto=len(tokens))
 

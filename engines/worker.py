@@ -217,14 +217,24 @@ def _load(spec: WorkerSpec):
     from mlx_lm.utils import load_model
 
     from caches.prefix_cache import PrefixCache
+    from caches.quantized import KVQuantization
+    from engines.kv_quantization import plan_quantization
     from engines.scheduler import Scheduler
 
     model, _ = load_model(Path(spec.model_path))
     prefix_cache = None
     if spec.prefix_cache_bytes > 0:
         prefix_cache = PrefixCache(memory_bytes=spec.prefix_cache_bytes, min_tokens=spec.prefix_cache_min_tokens)
+    quantization = None
+    if spec.kv_bits:
+        quantization = KVQuantization(spec.kv_bits, spec.kv_group_size, spec.kv_quantize_after)
+        try:
+            plan = plan_quantization(model, quantization)
+        except ValueError as exc:  # the operator's setting, named as the config file names it
+            raise ValueError(f"models.{spec.model_id}.{exc}") from None
+        logger.info("%s", plan.describe())
     return Scheduler(model, max_concurrency=spec.max_concurrency, prefill_step=spec.prefill_step, max_context=spec.max_context,
-                     prefix_cache=prefix_cache)
+                     prefix_cache=prefix_cache, kv_quantization=quantization)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -135,6 +135,10 @@ def _status(url: str) -> int:
                   f"{cache['evictions']} evictions, {cache['shared_prefill_tokens']} tokens shared in flight")
         elif "running" in model:
             print("  prefix cache: off")
+        kv = model.get("kv_cache")
+        if kv:
+            precision = f"{kv['bits']}-bit" if kv["bits"] else "unquantized"
+            print(f"  kv cache: {precision}, {kv['bytes'] / 2**20:.1f} MiB in use ({kv['quantized_bytes'] / 2**20:.1f} MiB quantized)")
     return 0
 
 

@@ -199,6 +199,7 @@ class ModelPool:
             max_context=handle.max_context,
             log_level=self.config.server.log_level,
             **_prefix_cache_spec(handle.config.prefix_cache),
+            **_kv_cache_spec(handle.config.kv_cache),
         )
         handle.worker = WorkerHandle(spec)
         handle.worker.start()
@@ -208,6 +209,10 @@ def _prefix_cache_spec(config) -> dict[str, int]:
     if not config.enabled or config.memory_gb <= 0:
         return {"prefix_cache_bytes": 0}
     return {"prefix_cache_bytes": int(config.memory_gb * 2**30), "prefix_cache_min_tokens": config.min_tokens}
+
+
+def _kv_cache_spec(config) -> dict[str, int]:
+    return {"kv_bits": config.bits, "kv_group_size": config.group_size, "kv_quantize_after": config.quantize_after}
 
 
 def _load_tokenizer(path: Path):

@@ -20,6 +20,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from caches.quantized import KVQuantization, row_caches
 from engines.demo import corpus
 from engines.demo import lexicon as lx
 
@@ -138,15 +139,26 @@ def score(case: dict[str, Any], text: str, stopped: bool) -> dict[str, bool]:
     return checks
 
 
-def generate(model_dir: Path, cases: list[dict[str, Any]], max_tokens: int = MAX_TOKENS) -> list[tuple[str, bool]]:
-    """Greedy completions for ``cases``: (raw text with markup, ended with <|im_end|>)."""
+def generate(model_dir: Path, cases: list[dict[str, Any]], max_tokens: int = MAX_TOKENS,
+             kv_quantization: KVQuantization | None = None) -> list[tuple[str, bool]]:
+    """Greedy completions for ``cases``: (raw text with markup, ended with <|im_end|>).
+
+    With ``kv_quantization`` (from the first token: ``quantize_after`` 0), every sequence
+    runs on the server's batched quantized KV cache.
+    """
     from mlx_lm import load
     from mlx_lm.generate import batch_generate
+    from mlx_lm.models.cache import make_prompt_cache
 
     model, tokenizer = load(str(model_dir))
     prompts = [tokenizer.apply_chat_template(c["messages"], tools=c["tools"], add_generation_prompt=True,
                                              enable_thinking=c["thinking"]) for c in cases]
-    out = batch_generate(model, tokenizer, prompts, max_tokens=max_tokens, return_token_ids=True)
+    caches = None
+    if kv_quantization is not None:
+        if kv_quantization.quantize_after:
+            raise ValueError("the evaluation quantizes from the first token (quantize_after = 0)")
+        caches = [row_caches(make_prompt_cache(model), kv_quantization) for _ in prompts]
+    out = batch_generate(model, tokenizer, prompts, prompt_caches=caches, max_tokens=max_tokens, return_token_ids=True)
     return [(text, len(ids) < max_tokens) for text, ids in zip(out.texts, out.token_ids)]
 
 
@@ -175,10 +187,11 @@ def summarize(cases: list[dict[str, Any]], results: list[dict[str, bool]]) -> di
     }
 
 
-def evaluate(model_dir: Path, *, cases: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+def evaluate(model_dir: Path, *, cases: list[dict[str, Any]] | None = None,
+             kv_quantization: KVQuantization | None = None) -> dict[str, Any]:
     """Run the fixed evaluation set against the checkpoint in ``model_dir``; return the rates."""
     cases = eval_cases() if cases is None else cases
-    outputs = generate(Path(model_dir), cases)
+    outputs = generate(Path(model_dir), cases, kv_quantization=kv_quantization)
     results = [score(c, text, stopped) for c, (text, stopped) in zip(cases, outputs)]
     for case, (text, _), checks in zip(cases, outputs, results):
         if not all(checks.values()):

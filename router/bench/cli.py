@@ -92,6 +92,14 @@ def build_parser() -> argparse.ArgumentParser:
     parsers.add_argument("--size", choices=("tiny", "small", "medium"), default="small")
     parsers.add_argument("--repeats", type=int, default=5)
     parsers.add_argument("--out", type=Path)
+    kv = workloads.add_parser("kv-memory", help="in process: KV bytes per token at 16/8/4 bits and what fits a memory budget")
+    kv.add_argument("--model-dir", type=Path, required=True, help="a checkpoint directory (make-model writes one)")
+    kv.add_argument("--tokens", type=int, default=2048, help="tokens to prefill before measuring")
+    kv.add_argument("--group-size", type=int, choices=(32, 64, 128), default=64)
+    kv.add_argument("--budget-gb", type=float, default=16.0, help="the KV memory budget to fit")
+    kv.add_argument("--context", type=int, default=32768, help="tokens per session, for the sessions that fit")
+    kv.add_argument("--dtype", choices=("float16", "bfloat16", "float32"), default="float16", help="the model's dtype for the run")
+    kv.add_argument("--out", type=Path)
     make = workloads.add_parser("make-model", help="write a deterministic random-weight checkpoint both servers load offline")
     make.add_argument("--arch", choices=("qwen3", "llama", "qwen3_next"), default="qwen3")
     make.add_argument("--size", choices=("tiny", "small", "medium"), default="small")
@@ -108,6 +116,8 @@ def main(argv: list[str] | None = None) -> int:
     out_dir = args.out or Path("bench-results") / f"{args.workload}-{datetime.now(UTC):%Y%m%dT%H%M%SZ}"
     if args.workload == "parsers":
         return _parsers(args, out_dir)
+    if args.workload == "kv-memory":
+        return _kv_memory(args, out_dir)
     return _run(parser, args, out_dir)
 
 
@@ -126,6 +136,22 @@ def _parsers(args: argparse.Namespace, out_dir: Path) -> int:
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "summary.md").write_text("# rapid-mlx bench parsers\n\n" + report)
     print(report)
+    return 0
+
+
+def _kv_memory(args: argparse.Namespace, out_dir: Path) -> int:
+    from router.bench.kv_memory import measure, report
+
+    try:
+        rows = measure(args.model_dir, tokens=args.tokens, group_size=args.group_size, dtype=args.dtype)
+    except ValueError as exc:  # a group size the model cannot take
+        print(f"rapid-mlx bench kv-memory: {exc}", file=sys.stderr)
+        return 2
+    text = report(rows, budget_gb=args.budget_gb, context=args.context, model_dir=args.model_dir, tokens=args.tokens,
+                  group_size=args.group_size, dtype=args.dtype)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "summary.md").write_text("# rapid-mlx bench kv-memory\n\n" + text)
+    print(text)
     return 0
 
 

@@ -32,7 +32,8 @@ async def model_status(handle: ModelHandle) -> dict[str, Any]:
         reply = await worker.status(STATUS_TIMEOUT_S)
     except (TimeoutError, WorkerNotReadyError, WorkerDiedError) as exc:
         return {**status, "status_error": f"{type(exc).__name__}: {exc}"}
-    status.update(running=reply.running, waiting=reply.waiting, prefix_cache=None)
+    status.update(running=reply.running, waiting=reply.waiting, prefix_cache=None,
+                  kv_cache={"bits": reply.kv_bits, "bytes": reply.kv_bytes, "quantized_bytes": reply.kv_quantized_bytes})
     cache = reply.prefix_cache
     if cache is not None:
         status["prefix_cache"] = {

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from caches.quantized import KVQuantization
 from engines.demo import build, evaluate
 
 ARTIFACT = build.ARTIFACT_DIR
@@ -112,3 +113,16 @@ def test_config_allows_agent_sized_prompts():
     config = json.loads((ARTIFACT / "config.json").read_text())
     assert config["max_position_embeddings"] >= 32768
     assert config["rope_theta"] >= 1e6
+
+
+HEADLINE_RATES = ("tool_call_rate", "argument_accuracy_seen", "text_reply_rate", "think_rate", "answer_uses_result_seen")
+
+
+@pytest.mark.slow
+def test_an_8_bit_kv_cache_keeps_the_evaluation_within_a_margin_of_full_precision(report):
+    # Measured (fp → 8-bit, group 64, quantized from the first token): tool calls 0.90 → 0.89,
+    # seen arguments 0.70 → 0.68, text replies 0.886 → 0.90, thinking 0.867 → 0.833, answers
+    # using the result 0.6 → 0.6. (4-bit loses more: thinking 0.77, answers 0.4; not held here.)
+    quantized = evaluate.evaluate(ARTIFACT, kv_quantization=KVQuantization(bits=8, group_size=64))
+    for rate in HEADLINE_RATES:
+        assert abs(quantized[rate] - report[rate]) <= 0.05, (rate, report[rate], quantized[rate])

@@ -253,3 +253,21 @@ def test_parsers_workload_runs_in_process(tmp_path):
     assert bench_main(["parsers", "--size", "tiny", "--repeats", "1", "--out", str(tmp_path)]) == 0
     summary = (tmp_path / "summary.md").read_text()
     assert "baseline: one batch-1 decode step" in summary and "| hermes |" in summary and "| pythonic |" in summary
+
+
+def test_kv_memory_measures_bytes_per_token_at_each_setting(tiny_models, tmp_path, capsys):
+    model = tiny_models.path("qwen3")
+    config = json.loads((model / "config.json").read_text())
+    layers, heads = config["num_hidden_layers"], config["num_key_value_heads"]
+    dim = config.get("head_dim") or config["hidden_size"] // config["num_attention_heads"]
+    assert bench_main(["kv-memory", "--model-dir", str(model), "--group-size", "32", "--tokens", "300", "--dtype", "float32",
+                       "--budget-gb", "1", "--context", "1000", "--out", str(tmp_path)]) == 0
+    summary = (tmp_path / "summary.md").read_text()
+    # Keys and values per layer and head: fp32 is 4 bytes an element; b-bit is b/8 bytes an
+    # element plus a float32 scale and bias per group of 32.
+    full = layers * heads * 2 * dim * 4
+    for setting, per_token in (("unquantized (float32)", full), ("8-bit", layers * heads * 2 * (dim + 8 * dim // 32)),
+                               ("4-bit", layers * heads * 2 * (dim // 2 + 8 * dim // 32))):
+        assert f"| {setting} | {per_token:,} | {per_token / full:.3f} | 0 B | {2**30 // per_token:,} tokens |" in summary
+    assert bench_main(["kv-memory", "--model-dir", str(model), "--group-size", "64", "--out", str(tmp_path)]) == 2
+    assert "kv_cache.group_size = 64 does not divide the model's attention head dimension 32" in capsys.readouterr().err
