@@ -70,6 +70,13 @@ class RadixTree(Generic[V]):
             path.append(child)
         return Match(path, matched, None)
 
+    def find(self, tokens: Sequence[int]) -> Node[V] | None:
+        """The node ending exactly at ``tokens``, if there is one (nothing is created)."""
+        found = self.match(tokens)
+        if found.partial is not None or found.length < len(tokens) or not tokens:
+            return None
+        return found.path[-1]
+
     def node_at(self, tokens: Sequence[int]) -> Node[V]:
         """The node ending exactly at ``tokens``, created (splitting an edge if needed)."""
         found = self.match(tokens)

@@ -22,7 +22,7 @@ import struct
 
 import msgspec
 
-PROTOCOL_VERSION = 4  # 4: AddRequest.snapshot_at, WorkerReady.exact_snapshots; 3: StatusQuery / WorkerStatus
+PROTOCOL_VERSION = 5  # 5: the prefix cache's disk tier; 4: AddRequest.snapshot_at, WorkerReady.exact_snapshots
 FRAME_HEADER = struct.Struct(">I")
 MAX_FRAME_BYTES = 256 * 1024 * 1024
 # The environment variable a worker's WorkerSpec travels in (JSON).
@@ -176,6 +176,24 @@ class PrefixCacheCounters(msgspec.Struct, frozen=True, array_like=True, gc=False
     shared_prefill_tokens: int  # served from a snapshot a request waited for instead of prefilling beside it
 
 
+class DiskCounters(msgspec.Struct, frozen=True, array_like=True, gc=False):
+    """The prefix cache's disk tier since the worker started (entries, bytes, queue: now)."""
+
+    entries: int
+    bytes: int
+    budget_bytes: int
+    hits: int  # requests served from an entry loaded back from disk
+    hit_tokens: int
+    bytes_written: int
+    bytes_read: int
+    queue_depth: int  # entries waiting to be written
+    dropped_writes: int  # not written: the queue was full
+    failed_writes: int
+    removed_unreadable: int  # corrupt, truncated or foreign files removed
+    restore_seconds: float  # reading the index at start
+    flush_seconds: float  # writing the queue at the last stop
+
+
 class WorkerStatus(msgspec.Struct, frozen=True, array_like=True, tag="status", gc=False):
     """Worker → router, in answer to ``StatusQuery``."""
 
@@ -185,6 +203,7 @@ class WorkerStatus(msgspec.Struct, frozen=True, array_like=True, tag="status", g
     kv_bytes: int = 0  # cache memory of the sequences in the generator (prefix-cache entries not included)
     kv_quantized_bytes: int = 0  # of that, held quantized
     kv_bits: int = 0  # the KV quantization in use (0: none)
+    prefix_disk: DiskCounters | None = None  # None: no disk tier
 
 
 class WorkerFatal(msgspec.Struct, frozen=True, array_like=True, tag="fatal", gc=False):
@@ -232,6 +251,9 @@ class WorkerSpec(msgspec.Struct, frozen=True, kw_only=True):
     log_level: str = "info"
     prefix_cache_bytes: int = 0  # the prefix cache's memory budget; 0 turns it off
     prefix_cache_min_tokens: int = 0  # shorter token sequences are not cached
+    prefix_cache_dir: str = ""  # the disk tier's directory; "" turns it off
+    prefix_cache_disk_bytes: int = 0
+    prefix_cache_flush_timeout_s: float = 10.0
     kv_bits: int = 0  # quantized KV cache: 4 or 8 bits; 0 keeps it unquantized
     kv_group_size: int = 64
     kv_quantize_after: int = 0  # tokens a sequence attends to in full precision first

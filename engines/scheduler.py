@@ -25,6 +25,7 @@ generation, or raises ``EngineUnrecoverableError`` so the worker exits and is re
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass
 
 import mlx.core as mx
@@ -39,6 +40,7 @@ from caches.radix import common_prefix
 from engines.errors import EngineUnrecoverableError
 from engines.protocol import (
     AddRequest,
+    DiskCounters,
     ErrorKind,
     FinishReason,
     PrefixCacheCounters,
@@ -119,6 +121,8 @@ class Scheduler:
         self.prefix_cache = prefix_cache
         self._quantization = kv_quantization
         self._held: dict[str, _Held] = {}
+        # Requests waiting for a prefix-cache entry to come back from disk, by the entry's tokens.
+        self._loading: dict[str, tuple[AddRequest, tuple[int, ...]]] = {}
         # Whether any snapshot can be cut back to a shorter prefix (a sliding window stops
         # rewinding once a prompt is longer than it); if not, only exact snapshot points serve.
         layers = make_prompt_cache(model)
@@ -139,7 +143,7 @@ class Scheduler:
 
     @property
     def has_work(self) -> bool:
-        return bool(self._by_uid or self._rejected or self._held)
+        return bool(self._by_uid or self._rejected or self._held or self._loading)
 
     def add(self, request: AddRequest) -> None:
         """Queue a request; it joins the batch at the next step. Bad requests fail, never raise."""
@@ -147,6 +151,17 @@ class Scheduler:
         if error is not None:
             self._reject(request.request_id, error, ErrorKind.INVALID_REQUEST)
             return
+        self._start(request)
+
+    def _start(self, request: AddRequest, *, from_disk: bool = True) -> None:
+        """Admit a valid request: after its prefix is loaded from disk, or once a prefilling
+        sequence has snapshotted the prefix they share, or now."""
+        if self.prefix_cache is not None and from_disk:
+            candidate = self.prefix_cache.disk_candidate(request.prompt_tokens, gain=SHARE_MIN_TOKENS)
+            if candidate is not None:
+                self.prefix_cache.request_load(candidate)
+                self._loading[request.request_id] = (request, candidate.tokens)
+                return
         if self.prefix_cache is not None:
             covered = self.prefix_cache.longest(request.prompt_tokens)
             leader = self._leader_for(request.prompt_tokens, covered)
@@ -158,8 +173,9 @@ class Scheduler:
 
     def abort(self, request_ids: list[str]) -> None:
         """Free the slots of these requests now; their KV memory goes with them."""
-        for request_id in [rid for rid in request_ids if rid in self._held]:
-            del self._held[request_id]
+        for request_id in [rid for rid in request_ids if rid in self._held or rid in self._loading]:
+            self._held.pop(request_id, None)
+            self._loading.pop(request_id, None)
             self._rejected.append(TokenDelta(request_id, [], FinishReason.ABORT))
         for uid in self._release([rid for rid in request_ids if rid in self._uid_by_request]):
             self._rejected.append(TokenDelta(self._end(uid).request_id, [], FinishReason.ABORT))
@@ -167,6 +183,7 @@ class Scheduler:
     def step(self) -> StepOutputs:
         """Run one engine step and collect what every sequence produced."""
         outputs: list[TokenDelta] = []
+        self._admit_loaded()
         if self._by_uid:
             prompt_responses, responses = self._generator.next()
             for response in prompt_responses:
@@ -175,6 +192,8 @@ class Scheduler:
             failed = {uid for uid, sequence in self._by_uid.items() if sequence.guard.error is not None}
             outputs.extend(self._collect(response) for response in responses if response.uid not in failed)
             outputs.extend(self._fail_guarded(failed))
+        elif self._loading and not self._rejected:
+            time.sleep(0.002)  # nothing to compute until the disk answers
         # Rejections and aborts since the last step, and requests that waited for a prefill and failed to start.
         outputs.extend(self._rejected)
         self._rejected = []
@@ -188,19 +207,28 @@ class Scheduler:
             counters = PrefixCacheCounters(
                 stats.lookups, stats.hits, stats.lookup_tokens, stats.hit_tokens, stats.stored, stats.evictions,
                 stats.entries, stats.bytes, self.prefix_cache.memory_bytes, self.shared_prefill_tokens)
-        return WorkerStatus(running=len(self._by_uid), waiting=len(self._held), prefix_cache=counters,
+        disk = self.prefix_cache.disk if self.prefix_cache is not None else None
+        disk_counters = None
+        if disk is not None:
+            d = disk.stats
+            disk_counters = DiskCounters(d.entries, d.bytes, disk.budget_bytes, d.hits, d.hit_tokens, d.bytes_written, d.bytes_read,
+                                         disk.queue_depth, d.dropped_writes, d.failed_writes, d.removed_unreadable,
+                                         d.restore_seconds, d.flush_seconds)
+        return WorkerStatus(running=len(self._by_uid), waiting=len(self._held) + len(self._loading), prefix_cache=counters,
+                            prefix_disk=disk_counters,
                             kv_bytes=self._generator.prompt_cache_nbytes, kv_quantized_bytes=self._kv_quantized_bytes(),
                             kv_bits=self._quantization.bits if self._quantization else 0)
 
     def fail_all(self) -> StepOutputs:
         """After a step that raised: fail every request in flight (call ``rebuild`` next)."""
         outputs = [_engine_failure(s.request_id) for s in self._by_uid.values()]
-        outputs += [_engine_failure(request_id) for request_id in self._held]
+        outputs += [_engine_failure(request_id) for request_id in [*self._held, *self._loading]]
         for sequence in self._by_uid.values():
             self._unpin(sequence)
         self._by_uid.clear()
         self._uid_by_request.clear()
         self._held.clear()
+        self._loading.clear()
         return StepOutputs(outputs)
 
     def rebuild(self) -> None:
@@ -226,7 +254,7 @@ class Scheduler:
     # ------------------------------------------------------------------ internal
 
     def _validate(self, request: AddRequest) -> str | None:
-        if request.request_id in self._uid_by_request or request.request_id in self._held:
+        if request.request_id in self._uid_by_request or request.request_id in self._held or request.request_id in self._loading:
             return f"duplicate request id {request.request_id}"
         if not request.prompt_tokens:
             return "the prompt is empty"
@@ -293,6 +321,20 @@ class Scheduler:
             return []  # nothing left to prefill but the last token, or nowhere to keep it
         asked = request.snapshot_at if self.exact_snapshots else ()
         return sorted({point for point in asked if start < point < end} | {end})
+
+    def _admit_loaded(self) -> None:
+        """Start the requests whose prefix came back from disk (or failed to: they prefill it)."""
+        if self.prefix_cache is None or self.prefix_cache.disk is None:
+            return
+        settled = set(self.prefix_cache.apply_disk_events())
+        for request_id in [rid for rid, (_, tokens) in self._loading.items() if tokens in settled]:
+            request, _ = self._loading.pop(request_id)
+            before = self.prefix_cache.stats.hit_tokens
+            self._start(request, from_disk=False)  # once: an entry larger than memory must not loop
+            served = self.prefix_cache.stats.hit_tokens - before
+            if served:
+                self.prefix_cache.disk.stats.hits += 1
+                self.prefix_cache.disk.stats.hit_tokens += served
 
     def _kv_quantized_bytes(self) -> int:
         if self._quantization is None:

@@ -23,6 +23,7 @@ import hmac
 import logging
 import os
 import queue
+import signal
 import socket
 import sys
 import threading
@@ -201,13 +202,20 @@ def serve(spec: WorkerSpec) -> int:
                                           scheduler.exact_snapshots)))
     logger.info("ready: %s (max_context=%d, vocab_size=%d)", spec.model_id, spec.max_context, scheduler.vocab_size)
     loop = EngineLoop(scheduler, inbox, sock)
+    # A stop is the router's to order (it tells the worker to shut down, after which the
+    # prefix cache is flushed): Ctrl-C reaches the whole process group, and is left to the
+    # router; SIGTERM sent to the worker itself (a service manager) stops it the same way.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, lambda *_: inbox.put(Shutdown()))
     loop.run()
     if loop.fatal is not None:
         with contextlib.suppress(OSError):
             sock.sendall(encode_frame(WorkerFatal(loop.fatal)))
+        _flush_prefix_cache(scheduler, spec)  # the entries were computed before the engine broke
         sock.close()
         return 1
     scheduler.close()
+    _flush_prefix_cache(scheduler, spec)
     sock.close()
     return 0
 
@@ -222,9 +230,6 @@ def _load(spec: WorkerSpec):
     from engines.scheduler import Scheduler
 
     model, _ = load_model(Path(spec.model_path))
-    prefix_cache = None
-    if spec.prefix_cache_bytes > 0:
-        prefix_cache = PrefixCache(memory_bytes=spec.prefix_cache_bytes, min_tokens=spec.prefix_cache_min_tokens)
     quantization = None
     if spec.kv_bits:
         quantization = KVQuantization(spec.kv_bits, spec.kv_group_size, spec.kv_quantize_after)
@@ -233,8 +238,42 @@ def _load(spec: WorkerSpec):
         except ValueError as exc:  # the operator's setting, named as the config file names it
             raise ValueError(f"models.{spec.model_id}.{exc}") from None
         logger.info("%s", plan.describe())
+    prefix_cache = None
+    if spec.prefix_cache_bytes > 0:
+        prefix_cache = PrefixCache(memory_bytes=spec.prefix_cache_bytes, min_tokens=spec.prefix_cache_min_tokens,
+                                   disk=_disk_tier(spec, quantization))
+        if prefix_cache.disk is not None:
+            found = prefix_cache.restore()
+            logger.info("prefix cache on disk: %d entries (%.1f MiB) in %.2fs at %s", found, prefix_cache.disk.stats.bytes / 2**20,
+                        prefix_cache.disk.stats.restore_seconds, prefix_cache.disk.directory)
     return Scheduler(model, max_concurrency=spec.max_concurrency, prefill_step=spec.prefill_step, max_context=spec.max_context,
                      prefix_cache=prefix_cache, kv_quantization=quantization)
+
+
+def _flush_prefix_cache(scheduler, spec: WorkerSpec) -> None:
+    cache = scheduler.prefix_cache
+    if cache is None or cache.disk is None:
+        return
+    left = cache.disk.flush(spec.prefix_cache_flush_timeout_s)
+    logger.info("prefix cache on disk: flushed in %.2fs (%d entries not written), %d entries (%.1f MiB)",
+                cache.disk.stats.flush_seconds, left, cache.disk.stats.entries, cache.disk.stats.bytes / 2**20)
+
+
+def _disk_tier(spec: WorkerSpec, quantization):
+    """The prefix cache's disk tier, or None when it is off or its directory cannot be used
+    (the cache then works in memory only: a warning, not a failed model)."""
+    from caches.disk import DiskTier, fingerprint
+
+    if not spec.prefix_cache_dir or spec.prefix_cache_disk_bytes <= 0:
+        return None
+    settings = {"kv_bits": spec.kv_bits, "kv_group_size": spec.kv_group_size, "kv_quantize_after": spec.kv_quantize_after}
+    try:
+        return DiskTier(Path(spec.prefix_cache_dir), fingerprint(Path(spec.model_path), settings),
+                        budget_bytes=spec.prefix_cache_disk_bytes, quantization=quantization,
+                        max_pending_bytes=max(spec.prefix_cache_bytes // 4, 64 << 20))
+    except OSError as exc:
+        logger.warning("prefix cache on disk is off: cannot use %s: %s", spec.prefix_cache_dir, exc)
+        return None
 
 
 def main(argv: list[str] | None = None) -> int:

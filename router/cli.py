@@ -133,6 +133,11 @@ def _status(url: str) -> int:
             print(f"  prefix cache: {cache['entries']} entries, {cache['bytes'] / 2**20:.1f} of {cache['budget_bytes'] / 2**20:.0f} MiB, "
                   f"hit ratio {ratio} ({cache['hit_tokens']} of {cache['lookup_tokens']} prompt tokens), "
                   f"{cache['evictions']} evictions, {cache['shared_prefill_tokens']} tokens shared in flight")
+            disk = cache.get("disk")
+            if disk:
+                print(f"  on disk: {disk['entries']} entries, {disk['bytes'] / 2**20:.1f} of {disk['budget_bytes'] / 2**20:.0f} MiB, "
+                      f"{disk['hits']} hits ({disk['hit_tokens']} tokens), {disk['queue_depth']} queued, "
+                      f"{disk['dropped_writes']} dropped, {disk['failed_writes']} failed writes")
         elif "running" in model:
             print("  prefix cache: off")
         kv = model.get("kv_cache")

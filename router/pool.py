@@ -35,6 +35,8 @@ from router.turn.parser_choice import ParserChoice, ParserConfigError, choose_pa
 
 logger = logging.getLogger(__name__)
 
+STOP_TIMEOUT_S = 10.0  # for a worker to exit after Shutdown, beyond its prefix cache's flush
+
 # How long a request waits for a model that is starting (lazy load or first start)
 # before it gets 503 + Retry-After; a crashed worker's backoff window answers 503 at once.
 LOAD_WAIT_S = 120.0
@@ -124,7 +126,9 @@ class ModelPool:
                 asyncio.create_task(self._ensure_started_logged(handle), name=f"preload[{handle.model_id}]")
 
     async def stop(self) -> None:
-        await asyncio.gather(*(h.worker.stop() for h in self.handles.values() if h.worker is not None))
+        # A worker writes its prefix cache's queue to disk before it exits: give it that time.
+        await asyncio.gather(*(h.worker.stop(timeout_s=STOP_TIMEOUT_S + h.worker.spec.prefix_cache_flush_timeout_s)
+                               for h in self.handles.values() if h.worker is not None))
 
     def is_ready(self) -> bool:
         """True when every preloaded model is serving (the /ready contract)."""
@@ -198,17 +202,21 @@ class ModelPool:
             prefill_step=handle.config.prefill_step,
             max_context=handle.max_context,
             log_level=self.config.server.log_level,
-            **_prefix_cache_spec(handle.config.prefix_cache),
+            **_prefix_cache_spec(handle.config.prefix_cache, self._runtime_dir / "prefix-cache" / handle.model_id),
             **_kv_cache_spec(handle.config.kv_cache),
         )
         handle.worker = WorkerHandle(spec)
         handle.worker.start()
 
 
-def _prefix_cache_spec(config) -> dict[str, int]:
+def _prefix_cache_spec(config, default_dir: Path) -> dict[str, Any]:
     if not config.enabled or config.memory_gb <= 0:
         return {"prefix_cache_bytes": 0}
-    return {"prefix_cache_bytes": int(config.memory_gb * 2**30), "prefix_cache_min_tokens": config.min_tokens}
+    spec: dict[str, Any] = {"prefix_cache_bytes": int(config.memory_gb * 2**30), "prefix_cache_min_tokens": config.min_tokens}
+    if config.persist and config.disk_gb > 0:
+        spec.update(prefix_cache_dir=str(Path(config.dir).expanduser() if config.dir else default_dir),
+                    prefix_cache_disk_bytes=int(config.disk_gb * 2**30), prefix_cache_flush_timeout_s=config.flush_timeout_s)
+    return spec
 
 
 def _kv_cache_spec(config) -> dict[str, int]:

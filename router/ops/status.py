@@ -41,7 +41,17 @@ async def model_status(handle: ModelHandle) -> dict[str, Any]:
             "lookups": cache.lookups, "hits": cache.hits, "lookup_tokens": cache.lookup_tokens, "hit_tokens": cache.hit_tokens,
             "hit_ratio": cache.hit_tokens / cache.lookup_tokens if cache.lookup_tokens else None,
             "stored": cache.stored, "evictions": cache.evictions, "shared_prefill_tokens": cache.shared_prefill_tokens,
+            "disk": None,
         }
+        disk = reply.prefix_disk
+        if disk is not None:
+            status["prefix_cache"]["disk"] = {
+                "entries": disk.entries, "bytes": disk.bytes, "budget_bytes": disk.budget_bytes, "hits": disk.hits,
+                "hit_tokens": disk.hit_tokens, "bytes_written": disk.bytes_written, "bytes_read": disk.bytes_read,
+                "queue_depth": disk.queue_depth, "dropped_writes": disk.dropped_writes, "failed_writes": disk.failed_writes,
+                "removed_unreadable": disk.removed_unreadable, "restore_seconds": disk.restore_seconds,
+                "flush_seconds": disk.flush_seconds,
+            }
     return status
 
 

@@ -134,9 +134,13 @@ class PrefixCacheConfig(_Frozen):
     min_tokens: Annotated[int, Field(ge=0)] = 0
     """Token sequences shorter than this are not cached."""
     dir: str = ""
-    """Persistence dir; "" = <runtime_dir>/prefix-cache/<id>."""
+    """The disk tier's directory; "" = <runtime_dir>/prefix-cache/<id>."""
     persist: bool = True
-    """Write on shutdown, restore at start."""
+    """Write every entry through to disk, serve from it after eviction and across restarts."""
+    disk_gb: Annotated[float, Field(ge=0)] = 10.0
+    """Disk for cached prefixes; least recently used files go first (0 turns the disk tier off)."""
+    flush_timeout_s: Annotated[float, Field(ge=0)] = 10.0
+    """On a graceful stop, how long the worker may spend writing what is still queued."""
 
 
 class ModelConfig(_Frozen):
