@@ -22,6 +22,7 @@ of another version are simply not looked at.
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import json
 import logging
@@ -30,7 +31,7 @@ import queue
 import struct
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -141,6 +142,7 @@ class DiskTier:
         self._events: queue.SimpleQueue = queue.SimpleQueue()
         self._loads: queue.SimpleQueue = queue.SimpleQueue()
         self._files: dict[str, tuple[DiskEntry, float]] = {}  # name -> (entry, last used: mtime)
+        self._touched: set[str] = set()  # files used since the writer last set their times
         self._closing = False
         _private_dir(Path(root))
         _private_dir(self.directory)
@@ -197,6 +199,14 @@ class DiskTier:
     def request_load(self, entry: DiskEntry) -> None:
         self._loads.put(entry)
 
+    def touch(self, entry: DiskEntry) -> None:
+        """The entry was used (from memory): it is the last the disk budget evicts. No I/O here:
+        the writer sets the file's time, which orders the budget after a restart."""
+        with self._lock:
+            if entry.name in self._files:
+                self._files[entry.name] = (entry, time.time())
+                self._touched.add(entry.name)
+
     def events(self) -> list[Written | Removed | Loaded]:
         """What the writer and loader did since the last call."""
         out = []
@@ -252,6 +262,10 @@ class DiskTier:
                 if self._pending.pop(item.tokens, None) is not None:
                     self._pending_bytes -= item.nbytes
                 self._lock.notify_all()
+                touched, self._touched = self._touched, set()
+            for name in touched:
+                with contextlib.suppress(FileNotFoundError):  # evicted meanwhile
+                    os.utime(self.directory / (name + _SUFFIX))
             self._events.put(Written(item.tokens, entry) if entry is not None else Removed(item.tokens))
             if entry is not None:
                 self._evict_over_budget()
@@ -414,5 +428,3 @@ def _fsync_dir(path: Path) -> None:
     finally:
         os.close(descriptor)
 
-
-OnEvent = Callable[[Written | Removed | Loaded], None]

@@ -108,6 +108,8 @@ class PrefixCache:
         entry = node.value
         entry.pins += 1
         entry.last_used = next(self._clock)
+        if entry.disk is not None:
+            self.disk.touch(entry.disk)
         self.stats.hits += 1
         self.stats.hit_tokens += length
         return PrefixHit(length, snapshot.view(entry.layers, stored=node.depth, length=length), entry)

@@ -2,9 +2,10 @@
 # The comparison behind docs/benchmarks.md: rapid-mlx against mlx_lm.server, alternating
 # (A = mlx_lm.server, B = rapid-mlx; ratios are rapid-mlx / mlx_lm.server), two rounds each.
 #   bash docs/bench-vs-mlx-lm.sh [WORK_DIR] [SIZE]      (defaults: /tmp/rapidmlx-bench, small)
-#   WORKLOADS="agent restart" bash docs/bench-vs-mlx-lm.sh   (a subset of: agent burst restart tools kv hybrid)
+#   WORKLOADS="agent restart" bash docs/bench-vs-mlx-lm.sh
+#   (a subset of: agent burst restart crash evict writecost tools kv hybrid)
 set -euo pipefail
-WORKLOADS=${WORKLOADS:-agent burst restart tools kv hybrid}
+WORKLOADS=${WORKLOADS:-agent burst restart crash evict writecost tools kv hybrid}
 want() { [[ " $WORKLOADS " == *" $1 "* ]]; }
 WORK=${1:-/tmp/rapidmlx-bench}
 SIZE=${2:-small}
@@ -17,7 +18,11 @@ rapid-mlx bench make-model --arch qwen3 --size "$SIZE" --out "$MODEL"
 
 # Both servers at mlx_lm.server's defaults for batch width (32) and prefill step (2048);
 # "default_model" is the name mlx_lm.server answers to, so rapid-mlx gets it as an alias.
-cat > "$WORK/rapid.toml" <<TOML
+# Every phase starts a fresh server, and here, as mlx_lm.server does, with an empty cache: the
+# disk tier (which would carry entries from one phase to the next) is off except where the
+# runs below measure it.
+rapid_config() {  # NAME [extra lines for models.bench]
+    cat > "$WORK/$1.toml" <<TOML
 [server]
 runtime_dir = "$WORK/run"
 offline = true
@@ -27,7 +32,14 @@ path = "$MODEL"
 aliases = ["default_model"]
 max_concurrency = 32
 prefill_step = 2048
+${2:-prefix_cache = { persist = false \}}
 TOML
+}
+rapid_config rapid
+rapid_config rapid-disk "prefix_cache = { dir = \"$WORK/prefix-cache\" }"
+rapid_config rapid-nocache "prefix_cache = { enabled = false }"
+# Room for about one entry of the session's length in memory: the other session's turn evicts it to disk.
+rapid_config rapid-evict "prefix_cache = { memory_gb = 0.08, dir = \"$WORK/prefix-cache-evict\" }"
 cat > "$WORK/rapid-demo.toml" <<TOML
 [server]
 runtime_dir = "$WORK/run"
@@ -46,7 +58,17 @@ COMMON=("${BASE[@]}" --labels mlx_lm.server,rapid-mlx)
 
 want agent && rapid-mlx bench agent "${COMMON[@]}" --sessions 1,4 --turns 6 --profile small --out "$WORK/agent" --compare "$MLX" "$RAPID"
 want burst && rapid-mlx bench burst "${COMMON[@]}" --n 1,8,32 --ignore-eos --out "$WORK/burst" --compare "$MLX" "$RAPID"
-want restart && rapid-mlx bench restart "${COMMON[@]}" --profile small --out "$WORK/restart" --compare "$MLX" "$RAPID"
+RAPID_DISK="rapid-mlx serve --config $WORK/rapid-disk.toml --port {port}"
+# The prefix cache on disk: the turn after a graceful restart, and after a SIGKILL of the server
+# and its workers; a turn served from disk after eviction against a cold prefill; the cost of
+# writing through on decoding (4 sessions, disk tier off against on).
+want restart && rm -rf "$WORK/prefix-cache" && rapid-mlx bench restart "${COMMON[@]}" --profile small --out "$WORK/restart" --compare "$MLX" "$RAPID_DISK"
+want crash && rm -rf "$WORK/prefix-cache" && rapid-mlx bench restart "${COMMON[@]}" --kill --profile small --out "$WORK/crash" --compare "$MLX" "$RAPID_DISK"
+want evict && rm -rf "$WORK/prefix-cache-evict" && rapid-mlx bench agent "${BASE[@]}" --labels cold-prefill,from-disk --sessions 2 --turns 4 \
+    --profile small --tool-time 0 --out "$WORK/evict" --compare "rapid-mlx serve --config $WORK/rapid-nocache.toml --port {port}" \
+    "rapid-mlx serve --config $WORK/rapid-evict.toml --port {port}"
+want writecost && rm -rf "$WORK/prefix-cache" && rapid-mlx bench agent "${BASE[@]}" --labels memory-only,write-through --sessions 4 --turns 4 \
+    --profile small --out "$WORK/writecost" --compare "$RAPID" "$RAPID_DISK"
 # Tool calls need a model that makes them: the demo model, thinking off on both sides.
 want tools && rapid-mlx bench tools --model default_model --rounds 2 --labels mlx_lm.server,rapid-mlx --out "$WORK/tools" --compare \
     "env HF_HUB_CACHE=$WORK/hf python -m mlx_lm server --model $DEMO --chat-template-args '{\"enable_thinking\": false}' --port {port}" \
@@ -81,7 +103,7 @@ path = "$HYBRID"
 aliases = ["default_model"]
 max_concurrency = 32
 prefill_step = 2048
-prefix_cache = { enabled = $enabled }
+prefix_cache = { enabled = $enabled, persist = false }
 TOML
 done
 rapid-mlx bench agent --model default_model --rounds 2 --tokenizer "$HYBRID" --labels cache-off,cache-on \

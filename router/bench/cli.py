@@ -78,6 +78,7 @@ def build_parser() -> argparse.ArgumentParser:
     tools.add_argument("--cases", type=Path, help='JSONL of {"messages", "tools", "expect"} (default: the demo model\'s tool prompts)')
     tools.add_argument("--limit", type=int, help="use the first N cases")
     restart = workloads.add_parser("restart", parents=[common], help=WORKLOADS["restart"])
+    restart.add_argument("--kill", action="store_true", help="SIGKILL the server and its children instead of a graceful stop (a crash)")
     long = workloads.add_parser("long", parents=[common], help=WORKLOADS["long"])
     long.add_argument("--to", type=int, default=32768, help="grow the context to about this many tokens")
     long.add_argument("--step", type=int, default=2048, help="tokens added per turn")

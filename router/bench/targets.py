@@ -64,8 +64,14 @@ class LaunchedProcess:
     def exited(self) -> int | None:
         return self.process.poll()
 
-    def stop(self) -> int:
-        """Graceful stop (SIGTERM, as a service manager sends), then kill what is left; returns its exit code."""
+    def stop(self, *, kill: bool = False) -> int:
+        """Graceful stop (SIGTERM, as a service manager sends), then kill what is left; returns its exit code.
+
+        ``kill``: SIGKILL it and everything it started at once, as a crash or a power cut would.
+        """
+        if kill and self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait()
         if self.process.poll() is None:
             self.process.send_signal(signal.SIGTERM)
             try:
@@ -114,16 +120,17 @@ class Server:
             self._launched = LaunchedProcess(self.spec.launch, self._log_path, self._port, append=bool(self.exit_codes))
         await self._wait_ready()
 
-    async def stop(self) -> None:
+    async def stop(self, *, kill: bool = False) -> None:
         if self._launched is not None:
             launched, self._launched = self._launched, None
-            self.exit_codes.append(await asyncio.to_thread(launched.stop))
+            self.exit_codes.append(await asyncio.to_thread(launched.stop, kill=kill))
 
-    async def restart(self) -> None:
-        """Stop gracefully and start again (launched targets only)."""
+    async def restart(self, *, kill: bool = False) -> None:
+        """Stop (gracefully, or ``kill``: SIGKILL to its whole process group) and start again
+        (launched targets only)."""
         if not self.can_restart:
             raise TargetError("a restart needs a launched server (--launch or --compare)")
-        await self.stop()
+        await self.stop(kill=kill)
         await self.start()
 
     def died(self) -> int | None:

@@ -1,4 +1,5 @@
-"""``restart``: two agent turns, a graceful stop and a fresh start, then the next turn.
+"""``restart``: two agent turns, a graceful stop (or, with ``--kill``, a SIGKILL of the server and
+everything it started: a crash) and a fresh start, then the next turn.
 
 What a team sees after an upgrade or a crash: does the turn after the restart pay a cold
 prefill of the whole context, or does the server still hold it (``cached_tokens``)?
@@ -22,14 +23,15 @@ TURNS_BEFORE = 2
 class RestartWorkload:
     profile: Profile
     result_tokens: int = 300
+    kill: bool = False
     name: str = "restart"
 
     @classmethod
     def from_args(cls, args) -> RestartWorkload:
-        return cls(PROFILES[args.profile], args.result_tokens)
+        return cls(PROFILES[args.profile], args.result_tokens, args.kill)
 
     def phases(self) -> list[str]:
-        return ["restart"]
+        return ["crash" if self.kill else "restart"]
 
     def planned_requests(self, phase: str) -> int:
         return TURNS_BEFORE + 1
@@ -40,7 +42,7 @@ class RestartWorkload:
         session = AgentSession.start(AgentPrefix.build(self.profile, ctx.seed), self.profile, seed=ctx.seed * 31)
         for turn in range(1, TURNS_BEFORE + 2):
             if turn == TURNS_BEFORE + 1:
-                await ctx.server.restart()
+                await ctx.server.restart(kill=self.kill)
             request, prompt = session.request(ctx.client.api)
             await ctx.send(request, prompt=prompt, session=0, turn=turn, labels={"after_restart": turn > TURNS_BEFORE})
             session.add_step(self.result_tokens)
