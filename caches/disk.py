@@ -336,7 +336,10 @@ class DiskTier:
             layers = _deserialize(arrays, metadata, self._quantization)
             mx.eval([layer.state for layer in layers])
         except Exception as exc:  # never fatal: the entry is a miss, and goes
-            logger.warning("prefix cache on disk: removed unreadable entry %s: %s", entry.name, exc)
+            # One warning; later ones are counted (removed_unreadable) and only logged at debug.
+            log = logger.debug if self.stats.removed_unreadable else logger.warning
+            log("prefix cache on disk: removed an unreadable entry (%s: %s); further ones are counted in the status",
+                entry.name, exc)
             with self._lock:
                 if entry.name in self._files:
                     self._drop_file(entry.name)
