@@ -142,7 +142,10 @@ class PrefixCache:
 
     def apply_disk_events(self) -> list[tuple[int, ...]]:
         """Take in what the disk tier did; returns the token sequences loaded back into memory
-        (or that failed to load: either way, whoever waited for them may look up again)."""
+        (or that failed to load: either way, whoever waited for them may look up again).
+
+        A loaded entry is not evicted here, even over the budget: call ``evict_to`` once the
+        requests that waited for it have looked it up (and pinned it)."""
         if self.disk is None:
             return []
         settled = []
@@ -162,7 +165,7 @@ class PrefixCache:
                 if entry is not None:
                     entry.loading = False
                     if event.layers is not None and entry.layers is None:
-                        self._bring_back(node, event.layers)
+                        self._bring_back(node, event.layers, evict=False)
         return settled
 
     def release(self, hit: PrefixHit) -> None:
@@ -255,12 +258,13 @@ class PrefixCache:
         self.stats.entries -= 1
         self.stats.bytes -= entry.nbytes
 
-    def _bring_back(self, node: Node[Entry], layers: snapshot.Layers) -> None:
+    def _bring_back(self, node: Node[Entry], layers: snapshot.Layers, *, evict: bool = True) -> None:
         entry = node.value
         entry.layers, entry.nbytes, entry.last_used = layers, snapshot.nbytes(layers), next(self._clock)
         self.stats.entries += 1
         self.stats.bytes += entry.nbytes
-        self._evict(self.memory_bytes)
+        if evict:
+            self._evict(self.memory_bytes)
 
     def _remove(self, node: Node[Entry]) -> None:
         entry = node.value

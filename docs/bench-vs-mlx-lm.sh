@@ -67,6 +67,7 @@ want crash && rm -rf "$WORK/prefix-cache" && rapid-mlx bench restart "${COMMON[@
 want evict && rm -rf "$WORK/prefix-cache-evict" && rapid-mlx bench agent "${BASE[@]}" --labels cold-prefill,from-disk --sessions 2 --turns 4 \
     --profile small --tool-time 0 --out "$WORK/evict" --compare "rapid-mlx serve --config $WORK/rapid-nocache.toml --port {port}" \
     "rapid-mlx serve --config $WORK/rapid-evict.toml --port {port}"
+want writecost && rapid-mlx bench disk-tier --model-dir "$MODEL" --entries 16 --tokens 4096 --dir "$WORK" --out "$WORK/disk-tier"
 want writecost && rm -rf "$WORK/prefix-cache" && rapid-mlx bench agent "${BASE[@]}" --labels memory-only,write-through --sessions 4 --turns 4 \
     --profile small --out "$WORK/writecost" --compare "$RAPID" "$RAPID_DISK"
 # Tool calls need a model that makes them: the demo model, thinking off on both sides.

@@ -13,7 +13,9 @@ request names in ``snapshot_at`` (the chat turn's boundaries: the prompt is inse
 segments that end there). A request that shares a long uncached prefix with one still
 prefilling waits for that one's snapshot instead of prefilling the same tokens again beside
 it: any snapshot at or past the shared part when the cache can rewind, else one that ends
-exactly inside it.
+exactly inside it. A request whose best prefix is on disk only (the cache's disk tier) waits
+while a loader thread reads it back. With a quantized KV cache, prefill segments are also cut
+at ``quantize_after``: a token's precision then depends on its position alone.
 
 Failures stay as small as they can be: a request the contract forbids is rejected at
 ``add`` (checked again here, whatever the router checked); an exception in one request's
@@ -153,24 +155,6 @@ class Scheduler:
             return
         self._start(request)
 
-    def _start(self, request: AddRequest, *, from_disk: bool = True) -> None:
-        """Admit a valid request: after its prefix is loaded from disk, or once a prefilling
-        sequence has snapshotted the prefix they share, or now."""
-        if self.prefix_cache is not None and from_disk:
-            candidate = self.prefix_cache.disk_candidate(request.prompt_tokens, gain=SHARE_MIN_TOKENS)
-            if candidate is not None:
-                self.prefix_cache.request_load(candidate)
-                self._loading[request.request_id] = (request, candidate.tokens)
-                return
-        if self.prefix_cache is not None:
-            covered = self.prefix_cache.longest(request.prompt_tokens)
-            leader = self._leader_for(request.prompt_tokens, covered)
-            if leader is not None:  # looked up once the leader's snapshot is in
-                leader_uid, ready_at = leader
-                self._held[request.request_id] = _Held(request, leader_uid, covered, ready_at)
-                return
-        self._admit(request, self.prefix_cache.lookup(request.prompt_tokens) if self.prefix_cache is not None else None)
-
     def abort(self, request_ids: list[str]) -> None:
         """Free the slots of these requests now; their KV memory goes with them."""
         for request_id in [rid for rid in request_ids if rid in self._held or rid in self._loading]:
@@ -253,6 +237,24 @@ class Scheduler:
 
     # ------------------------------------------------------------------ internal
 
+    def _start(self, request: AddRequest, *, from_disk: bool = True) -> None:
+        """Admit a valid request: after its prefix is loaded from disk, or once a prefilling
+        sequence has snapshotted the prefix they share, or now."""
+        if self.prefix_cache is not None and from_disk:
+            candidate = self.prefix_cache.disk_candidate(request.prompt_tokens, gain=SHARE_MIN_TOKENS)
+            if candidate is not None:
+                self.prefix_cache.request_load(candidate)
+                self._loading[request.request_id] = (request, candidate.tokens)
+                return
+        if self.prefix_cache is not None:
+            covered = self.prefix_cache.longest(request.prompt_tokens)
+            leader = self._leader_for(request.prompt_tokens, covered)
+            if leader is not None:  # looked up once the leader's snapshot is in
+                leader_uid, ready_at = leader
+                self._held[request.request_id] = _Held(request, leader_uid, covered, ready_at)
+                return
+        self._admit(request, self.prefix_cache.lookup(request.prompt_tokens) if self.prefix_cache is not None else None)
+
     def _validate(self, request: AddRequest) -> str | None:
         if request.request_id in self._uid_by_request or request.request_id in self._held or request.request_id in self._loading:
             return f"duplicate request id {request.request_id}"
@@ -327,6 +329,8 @@ class Scheduler:
         if self.prefix_cache is None or self.prefix_cache.disk is None:
             return
         settled = set(self.prefix_cache.apply_disk_events())
+        if not settled:
+            return
         for request_id in [rid for rid, (_, tokens) in self._loading.items() if tokens in settled]:
             request, _ = self._loading.pop(request_id)
             before = self.prefix_cache.stats.hit_tokens
@@ -335,6 +339,8 @@ class Scheduler:
             if served:
                 self.prefix_cache.disk.stats.hits += 1
                 self.prefix_cache.disk.stats.hit_tokens += served
+        # Only now, with the loaded entries pinned by who waited for them, back to the budget.
+        self.prefix_cache.evict_to(self.prefix_cache.memory_bytes)
 
     def _kv_quantized_bytes(self) -> int:
         if self._quantization is None:

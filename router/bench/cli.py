@@ -93,6 +93,19 @@ def build_parser() -> argparse.ArgumentParser:
     parsers.add_argument("--size", choices=("tiny", "small", "medium"), default="small")
     parsers.add_argument("--repeats", type=int, default=5)
     parsers.add_argument("--out", type=Path)
+    step = workloads.add_parser("step", help="in process: the scheduler's step against mlx-lm's BatchGenerator alone")
+    step.add_argument("--size", choices=("tiny", "small", "medium"), default="tiny")
+    step.add_argument("--model-dir", type=Path, help="a checkpoint instead of a made one of --size")
+    step.add_argument("--sequences", type=_int_list, default=[8, 32, 64], help="batch widths, e.g. 8,32,64")
+    step.add_argument("--steps", type=int, default=64, help="decode steps timed per run")
+    step.add_argument("--rounds", type=int, default=3)
+    step.add_argument("--out", type=Path)
+    disk = workloads.add_parser("disk-tier", help="in process: seconds per GB to flush, index and load the prefix cache on disk")
+    disk.add_argument("--model-dir", type=Path, required=True)
+    disk.add_argument("--entries", type=int, default=16)
+    disk.add_argument("--tokens", type=int, default=4096, help="tokens per entry")
+    disk.add_argument("--dir", type=Path, help="where to write (a temporary directory inside it); default: the system's")
+    disk.add_argument("--out", type=Path)
     kv = workloads.add_parser("kv-memory", help="in process: KV bytes per token at 16/8/4 bits and what fits a memory budget")
     kv.add_argument("--model-dir", type=Path, required=True, help="a checkpoint directory (make-model writes one)")
     kv.add_argument("--tokens", type=int, default=2048, help="tokens to prefill before measuring")
@@ -119,6 +132,10 @@ def main(argv: list[str] | None = None) -> int:
         return _parsers(args, out_dir)
     if args.workload == "kv-memory":
         return _kv_memory(args, out_dir)
+    if args.workload == "step":
+        return _step(args, out_dir)
+    if args.workload == "disk-tier":
+        return _disk_tier(args, out_dir)
     return _run(parser, args, out_dir)
 
 
@@ -137,6 +154,28 @@ def _parsers(args: argparse.Namespace, out_dir: Path) -> int:
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "summary.md").write_text("# rapid-mlx bench parsers\n\n" + report)
     print(report)
+    return 0
+
+
+def _step(args: argparse.Namespace, out_dir: Path) -> int:
+    from router.bench.step_cost import measure, report
+
+    described, results = measure(args.model_dir, args.size, args.sequences, args.steps, args.rounds)
+    text = report(described, results, args.steps)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "summary.md").write_text("# rapid-mlx bench step\n\n" + text)
+    print(text)
+    return 0
+
+
+def _disk_tier(args: argparse.Namespace, out_dir: Path) -> int:
+    from router.bench.disk_tier import measure, report
+
+    text = report(measure(args.model_dir, entries=args.entries, tokens=args.tokens, directory=args.dir),
+                  model_dir=args.model_dir, tokens=args.tokens)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "summary.md").write_text("# rapid-mlx bench disk-tier\n\n" + text)
+    print(text)
     return 0
 
 

@@ -276,3 +276,24 @@ def test_kv_memory_measures_bytes_per_token_at_each_setting(tiny_models, tmp_pat
         assert f"| {setting} | {per_token:,} | {per_token / full:.3f} | 0 B | {2**30 // per_token:,} tokens |" in summary
     assert bench_main(["kv-memory", "--model-dir", str(model), "--group-size", "64", "--out", str(tmp_path)]) == 2
     assert "kv_cache.group_size = 64 does not divide the model's attention head dimension 32" in capsys.readouterr().err
+
+
+def test_step_compares_the_scheduler_with_the_bare_generator_in_process(tmp_path):
+    assert bench_main(["step", "--size", "tiny", "--sequences", "2,4", "--steps", "6", "--rounds", "2", "--out", str(tmp_path)]) == 0
+    summary = (tmp_path / "summary.md").read_text()
+    rows = [line for line in summary.splitlines() if line.startswith("| 2 |") or line.startswith("| 4 |")]
+    assert len(rows) == 2
+    for row in rows:
+        cells = [cell.strip() for cell in row.strip("|").split("|")]
+        generator, scheduler, ratios = ([float(v) for v in cells[i].split()] for i in (1, 2, 3))
+        assert len(generator) == len(scheduler) == 2 and all(v > 0 for v in generator + scheduler)
+        # (the table rounds the times to 0.01 ms and the ratios to 0.001)
+        assert ratios == pytest.approx([s / g for s, g in zip(scheduler, generator)], rel=0.05, abs=0.01)
+
+
+def test_disk_tier_measures_flush_index_and_load(tiny_models, tmp_path):
+    assert bench_main(["disk-tier", "--model-dir", str(tiny_models.path("qwen3")), "--entries", "3", "--tokens", "64",
+                       "--dir", str(tmp_path), "--out", str(tmp_path / "out")]) == 0
+    summary = (tmp_path / "out" / "summary.md").read_text()
+    assert "3 entries of 64 tokens" in summary and "s per GiB |" in summary and "ms for 3 entries" in summary
+    assert not list(tmp_path.glob("tmp*"))  # its files are gone

@@ -99,6 +99,27 @@ def test_an_entry_evicted_from_memory_is_served_from_disk(setup, tmp_path):
     cache.disk.flush(1)
 
 
+def test_an_entry_loaded_back_while_memory_is_pinned_full_still_serves(setup, tmp_path):
+    # Two sessions, memory for one entry: B's next turn runs on (and pins) B's entry while A's
+    # comes back from disk; A's must serve A before the budget is enforced again.
+    first_a, first_b = tokens(6, SHARE_MIN_TOKENS + 40), tokens(7, SHARE_MIN_TOKENS + 40)
+    sizing = PrefixCache(memory_bytes=1 << 30)
+    run(engine(setup, sizing), first_a)
+    largest = max(node.value.nbytes for node in sizing._nodes)
+    cache = make_cache(tmp_path, setup, memory_bytes=int(largest * 1.5))
+    scheduler = engine(setup, cache)
+    out_a = run(scheduler, first_a, "a1").tokens
+    out_b = run(scheduler, first_b, "b1").tokens
+    settle_writes(cache)
+    next_a, next_b = first_a + out_a + tokens(8, 9), first_b + out_b + tokens(9, 9)
+    result = run_requests(scheduler, [AddRequest("b2", next_b, 8, GREEDY, [2]), AddRequest("a2", next_a, 8, GREEDY, [2])])
+    assert result["b2"].cached_tokens == len(first_b) + len(out_b)
+    assert result["a2"].cached_tokens == len(first_a) + len(out_a) and cache.disk.stats.hits == 1
+    assert result["a2"].tokens == run(engine(setup, None), next_a).tokens
+    assert cache.stats.bytes <= cache.memory_bytes  # the budget holds again once nothing is pinned past it
+    cache.disk.flush(1)
+
+
 def test_unreadable_files_are_removed_with_one_warning_and_never_served(setup, tmp_path, caplog):
     first = make_cache(tmp_path, setup)
     prompts = [tokens(10 + i, SHARE_MIN_TOKENS + 20 + i) for i in range(3)]
