@@ -13,6 +13,7 @@ from __future__ import annotations
 import statistics
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -34,6 +35,20 @@ def _prompts(count: int) -> list[list[int]]:
     return [[3 + (i * 131 + j * 17) % 400 for j in range(PROMPT_TOKENS)] for i in range(count)]
 
 
+def _ms_per_decode_step(step: Callable[[], list], count: int) -> float:
+    """Mean wall time of ``step()`` from when all ``count`` sequences decode until one finishes
+    (``step`` returns what each sequence produced, each with a ``finish_reason``)."""
+    timed, start = 0, None
+    while True:
+        produced = step()
+        if len(produced) == count and start is None:
+            start = time.perf_counter()  # every sequence decodes from here
+        elif start is not None:
+            timed += 1
+        if any(item.finish_reason for item in produced):
+            return 1000 * (time.perf_counter() - start) / timed
+
+
 def _time_generator(model, count: int, steps: int) -> float:
     from mlx_lm.generate import BatchGenerator
     from mlx_lm.sample_utils import make_sampler
@@ -41,19 +56,10 @@ def _time_generator(model, count: int, steps: int) -> float:
     generator = BatchGenerator(model, completion_batch_size=count, prefill_batch_size=min(count, 8), prefill_step_size=512)
     greedy = make_sampler(temp=0.0)
     generator.insert(_prompts(count), max_tokens=[steps + 2] * count, samplers=[greedy] * count)
-    timed, start = 0, None
     try:
-        while True:
-            _, responses = generator.next()
-            if len(responses) == count and start is None:
-                start = time.perf_counter()  # every sequence decodes from here
-            elif start is not None:
-                timed += 1
-            if any(r.finish_reason for r in responses):
-                break
+        return _ms_per_decode_step(lambda: generator.next()[1], count)
     finally:
         generator.close()
-    return 1000 * (time.perf_counter() - start) / timed
 
 
 def _time_scheduler(model, count: int, steps: int) -> float:
@@ -63,19 +69,10 @@ def _time_scheduler(model, count: int, steps: int) -> float:
     scheduler = Scheduler(model, max_concurrency=count, prefill_step=512, max_context=4096)
     for i, prompt in enumerate(_prompts(count)):
         scheduler.add(AddRequest(f"r{i}", prompt, steps + 2, SamplingParams(temperature=0.0), []))
-    timed, start = 0, None
     try:
-        while scheduler.has_work:
-            deltas = scheduler.step().outputs
-            if len(deltas) == count and start is None:
-                start = time.perf_counter()
-            elif start is not None:
-                timed += 1
-            if any(d.finish_reason for d in deltas):
-                break
+        return _ms_per_decode_step(lambda: scheduler.step().outputs, count)
     finally:
         scheduler.close()
-    return 1000 * (time.perf_counter() - start) / timed
 
 
 def measure(model_dir: Path | None, size: str, counts: list[int], steps: int, rounds: int) -> tuple[str, list[StepCost]]:

@@ -57,6 +57,13 @@ def run(scheduler: Scheduler, prompt: list[int], request_id: str = "r", max_toke
     return outcome
 
 
+def room_for_one_entry(setup, prompt: list[int]) -> int:
+    """A memory budget that holds the largest entry a run of ``prompt`` stores, but not two."""
+    sizing = PrefixCache(memory_bytes=1 << 30)
+    run(engine(setup, sizing), prompt)
+    return int(1.5 * max(node.value.nbytes for node in sizing._nodes))
+
+
 def settle(cache: PrefixCache) -> None:
     """Wait until the writer has written what was queued (as a graceful stop does)."""
     cache.disk.flush(timeout_s=30)
@@ -82,10 +89,7 @@ def test_entries_survive_a_restart_and_serve_the_next_turn_exactly(setup, tmp_pa
 
 def test_an_entry_evicted_from_memory_is_served_from_disk(setup, tmp_path):
     history, other = tokens(3, SHARE_MIN_TOKENS + 40), tokens(5, SHARE_MIN_TOKENS + 40)
-    sizing = PrefixCache(memory_bytes=1 << 30)
-    run(engine(setup, sizing), history)
-    largest = max(node.value.nbytes for node in sizing._nodes)
-    cache = make_cache(tmp_path, setup, memory_bytes=int(largest * 1.5))  # room for one entry
+    cache = make_cache(tmp_path, setup, memory_bytes=room_for_one_entry(setup, history))
     scheduler = engine(setup, cache)
     output = run(scheduler, history, "a").tokens
     settle_writes(cache)
@@ -103,10 +107,7 @@ def test_an_entry_loaded_back_while_memory_is_pinned_full_still_serves(setup, tm
     # Two sessions, memory for one entry: B's next turn runs on (and pins) B's entry while A's
     # comes back from disk; A's must serve A before the budget is enforced again.
     first_a, first_b = tokens(6, SHARE_MIN_TOKENS + 40), tokens(7, SHARE_MIN_TOKENS + 40)
-    sizing = PrefixCache(memory_bytes=1 << 30)
-    run(engine(setup, sizing), first_a)
-    largest = max(node.value.nbytes for node in sizing._nodes)
-    cache = make_cache(tmp_path, setup, memory_bytes=int(largest * 1.5))
+    cache = make_cache(tmp_path, setup, memory_bytes=room_for_one_entry(setup, first_a))
     scheduler = engine(setup, cache)
     out_a = run(scheduler, first_a, "a1").tokens
     out_b = run(scheduler, first_b, "b1").tokens
