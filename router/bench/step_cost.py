@@ -18,6 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 PROMPT_TOKENS = 64
+# Prompts are prefilled 8 at a time, so the first ones decode for a few steps before the
+# last join: they get this many tokens beyond the timed steps.
+LAG_TOKENS = 16
 
 
 @dataclass(frozen=True)
@@ -46,6 +49,8 @@ def _ms_per_decode_step(step: Callable[[], list], count: int) -> float:
         elif start is not None:
             timed += 1
         if any(item.finish_reason for item in produced):
+            if not timed:
+                raise RuntimeError("a sequence finished before all of them decoded: give them more tokens")
             return 1000 * (time.perf_counter() - start) / timed
 
 
@@ -55,7 +60,7 @@ def _time_generator(model, count: int, steps: int) -> float:
 
     generator = BatchGenerator(model, completion_batch_size=count, prefill_batch_size=min(count, 8), prefill_step_size=512)
     greedy = make_sampler(temp=0.0)
-    generator.insert(_prompts(count), max_tokens=[steps + 2] * count, samplers=[greedy] * count)
+    generator.insert(_prompts(count), max_tokens=[steps + LAG_TOKENS] * count, samplers=[greedy] * count)
     try:
         return _ms_per_decode_step(lambda: generator.next()[1], count)
     finally:
@@ -68,7 +73,7 @@ def _time_scheduler(model, count: int, steps: int) -> float:
 
     scheduler = Scheduler(model, max_concurrency=count, prefill_step=512, max_context=4096)
     for i, prompt in enumerate(_prompts(count)):
-        scheduler.add(AddRequest(f"r{i}", prompt, steps + 2, SamplingParams(temperature=0.0), []))
+        scheduler.add(AddRequest(f"r{i}", prompt, steps + LAG_TOKENS, SamplingParams(temperature=0.0), []))
     try:
         return _ms_per_decode_step(lambda: scheduler.step().outputs, count)
     finally:
