@@ -122,6 +122,7 @@ class Scheduler:
         self._rejected: list[TokenDelta] = []
         self.prefix_cache = prefix_cache
         self._quantization = kv_quantization
+        self._quantize_after = kv_quantization.quantize_after if kv_quantization is not None else 0
         self._held: dict[str, _Held] = {}
         # Requests waiting for a prefix-cache entry to come back from disk, by the entry's tokens.
         self._loading: dict[str, tuple[AddRequest, tuple[int, ...]]] = {}
@@ -312,8 +313,7 @@ class Scheduler:
     def _can_cut(self, snapshot_length: int, length: int) -> bool:
         """Whether a snapshot of ``snapshot_length`` tokens can serve ``length`` of them: a
         quantized one (past quantize_after) not below the threshold (``snapshot.rewind_floor``)."""
-        after = self._quantization.quantize_after if self._quantization is not None else 0
-        return snapshot_length < after or length >= after
+        return snapshot_length < self._quantize_after or length >= self._quantize_after
 
     def _snapshot_points(self, request: AddRequest, start: int) -> list[int]:
         """Where the prefill of ``request`` (from ``start``) stops for a snapshot: its prompt's end,
@@ -355,7 +355,7 @@ class Scheduler:
     def _precision_cut(self, start: int, length: int) -> set[int]:
         """Where a quantized cache's sequence switches to quantized attention: no prefill chunk
         may straddle it, so a token's precision depends on its position alone."""
-        after = self._quantization.quantize_after if self._quantization is not None else 0
+        after = self._quantize_after
         return {after} if start < after < length - 1 else set()
 
     def _fresh_caches(self) -> list | None:

@@ -147,14 +147,19 @@ def _make_model(args: argparse.Namespace) -> int:
     return 0
 
 
+def _write_summary(out_dir: Path, workload: str, text: str) -> int:
+    """An in-process workload's report: summary.md in ``out_dir``, and the same on stdout."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "summary.md").write_text(f"# rapid-mlx bench {workload}\n\n" + text)
+    print(text)
+    return 0
+
+
 def _parsers(args: argparse.Namespace, out_dir: Path) -> int:
     from router.bench.parser_cost import parser_cost_report
 
     report = parser_cost_report(args.size, args.repeats)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "summary.md").write_text("# rapid-mlx bench parsers\n\n" + report)
-    print(report)
-    return 0
+    return _write_summary(out_dir, "parsers", report)
 
 
 def _step(args: argparse.Namespace, out_dir: Path) -> int:
@@ -162,10 +167,7 @@ def _step(args: argparse.Namespace, out_dir: Path) -> int:
 
     described, results = measure(args.model_dir, args.size, args.sequences, args.steps, args.rounds)
     text = report(described, results, args.steps)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "summary.md").write_text("# rapid-mlx bench step\n\n" + text)
-    print(text)
-    return 0
+    return _write_summary(out_dir, "step", text)
 
 
 def _disk_tier(args: argparse.Namespace, out_dir: Path) -> int:
@@ -173,10 +175,7 @@ def _disk_tier(args: argparse.Namespace, out_dir: Path) -> int:
 
     text = report(measure(args.model_dir, entries=args.entries, tokens=args.tokens, directory=args.dir),
                   model_dir=args.model_dir, tokens=args.tokens)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "summary.md").write_text("# rapid-mlx bench disk-tier\n\n" + text)
-    print(text)
-    return 0
+    return _write_summary(out_dir, "disk-tier", text)
 
 
 def _kv_memory(args: argparse.Namespace, out_dir: Path) -> int:
@@ -189,10 +188,7 @@ def _kv_memory(args: argparse.Namespace, out_dir: Path) -> int:
         return 2
     text = report(rows, budget_gb=args.budget_gb, context=args.context, model_dir=args.model_dir, tokens=args.tokens,
                   group_size=args.group_size, dtype=args.dtype)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "summary.md").write_text("# rapid-mlx bench kv-memory\n\n" + text)
-    print(text)
-    return 0
+    return _write_summary(out_dir, "kv-memory", text)
 
 
 def _workload(args: argparse.Namespace):

@@ -15,19 +15,16 @@ from pathlib import Path
 
 
 def measure(model_dir: Path, *, entries: int, tokens: int, directory: Path | None) -> dict[str, float]:
-    import mlx.core as mx
     from mlx_lm.models.cache import make_prompt_cache
     from mlx_lm.utils import load_model
 
     from caches import snapshot
     from caches.disk import DiskTier, Loaded
+    from router.bench.models import prefill
 
     model, _ = load_model(Path(model_dir))
     layers = make_prompt_cache(model)
-    prompt = mx.array([[3 + (j * 17) % 200 for j in range(tokens)]])
-    for start in range(0, tokens, 512):
-        model(prompt[:, start : start + 512], cache=layers)
-        mx.eval([layer.state for layer in layers])
+    prefill(model, layers, tokens)
     for layer in layers:  # exact-size arrays, as the scheduler's snapshots are
         layer.keys, layer.values = layer.keys[..., : layer.offset, :], layer.values[..., : layer.offset, :]
     snapshot.materialize(layers)

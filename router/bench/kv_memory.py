@@ -33,20 +33,18 @@ def measure(model_dir: Path, *, tokens: int, group_size: int, dtype: str = "floa
     from caches.quantized import BatchQuantizedKVCache, FullPrecisionRow, KVQuantization, QuantizedRow, row_caches
 
     from engines.kv_quantization import plan_quantization
+    from router.bench.models import prefill
 
     model, _ = load_model(Path(model_dir))
     model.set_dtype(getattr(mx, dtype))
     plan_quantization(model, KVQuantization(8, group_size))  # a clear error for a group size the model cannot take
-    prompt = mx.array([[3 + (j * 17) % 200 for j in range(tokens)]])
     rows = []
     for name, bits in SETTINGS:
         layers = make_prompt_cache(model)
         if bits is not None:
             layers = [BatchQuantizedKVCache.merge([layer]) if isinstance(layer, FullPrecisionRow) else layer
                       for layer in row_caches(layers, KVQuantization(bits, group_size))]
-        for start in range(0, tokens, 512):
-            model(prompt[:, start : start + 512], cache=layers)
-            mx.eval([layer.state for layer in layers])
+        prefill(model, layers, tokens)
         # Extracted at their exact size (a live cache's buffers grow in steps of 256 tokens).
         per_sequence = [layer.extract(0) if isinstance(layer, BatchQuantizedKVCache) else layer for layer in layers]
         growing = sum(_exact_nbytes(layer) for layer in per_sequence if isinstance(layer, (KVCache, QuantizedRow)))

@@ -46,3 +46,13 @@ def parameter_count(model_dir: Path) -> int:
                     count *= dim
                 total += count
     return total
+
+
+def prefill(model, layers: list, tokens: int, chunk: int = 512) -> None:
+    """Run ``tokens`` deterministic prompt tokens through ``model`` into ``layers``, in chunks."""
+    import mlx.core as mx
+
+    prompt = mx.array([[3 + (j * 17) % 200 for j in range(tokens)]])
+    for start in range(0, tokens, chunk):
+        model(prompt[:, start : start + chunk], cache=layers)
+        mx.eval([layer.state for layer in layers])
