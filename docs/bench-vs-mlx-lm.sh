@@ -3,9 +3,9 @@
 # (A = mlx_lm.server, B = rapid-mlx; ratios are rapid-mlx / mlx_lm.server), two rounds each.
 #   bash docs/bench-vs-mlx-lm.sh [WORK_DIR] [SIZE]      (defaults: /tmp/rapidmlx-bench, small)
 #   WORKLOADS="agent restart" bash docs/bench-vs-mlx-lm.sh
-#   (a subset of: agent burst restart crash evict writecost tools kv hybrid)
+#   (a subset of: agent burst engine restart crash evict writecost tools kv hybrid)
 set -euo pipefail
-WORKLOADS=${WORKLOADS:-agent burst restart crash evict writecost tools kv hybrid}
+WORKLOADS=${WORKLOADS:-agent burst engine restart crash evict writecost tools kv hybrid}
 want() { [[ " $WORKLOADS " == *" $1 "* ]]; }
 WORK=${1:-/tmp/rapidmlx-bench}
 SIZE=${2:-small}
@@ -21,7 +21,7 @@ rapid-mlx bench make-model --arch qwen3 --size "$SIZE" --out "$MODEL"
 # Every phase starts a fresh server, and here, as mlx_lm.server does, with an empty cache: the
 # disk tier (which would carry entries from one phase to the next) is off except where the
 # runs below measure it.
-rapid_config() {  # NAME [extra lines for models.bench]
+rapid_config() {  # NAME [extra lines for models.bench]; CONCURRENCY=N for another max_concurrency
     cat > "$WORK/$1.toml" <<TOML
 [server]
 runtime_dir = "$WORK/run"
@@ -30,7 +30,7 @@ log_level = "warning"
 [models.bench]
 path = "$MODEL"
 aliases = ["default_model"]
-max_concurrency = 32
+max_concurrency = ${CONCURRENCY:-32}
 prefill_step = 2048
 ${2:-prefix_cache = { persist = false \}}
 TOML
@@ -51,13 +51,23 @@ aliases = ["default_model"]
 chat_template_kwargs = { enable_thinking = false }
 TOML
 
-MLX="env HF_HUB_CACHE=$WORK/hf python -m mlx_lm server --model $MODEL --port {port}"
+# mlx_lm.server as shipped, but with a listen backlog that holds a burst (router/bench/mlx_lm_server.py).
+MLX_SERVER="env HF_HUB_CACHE=$WORK/hf python -m router.bench.mlx_lm_server"
+MLX="$MLX_SERVER --model $MODEL --port {port}"
 RAPID="rapid-mlx serve --config $WORK/rapid.toml --port {port}"
 BASE=(--model default_model --rounds 2 --tokenizer "$MODEL")
 COMMON=("${BASE[@]}" --labels mlx_lm.server,rapid-mlx)
 
 want agent && rapid-mlx bench agent "${COMMON[@]}" --sessions 1,4 --turns 6 --profile small --out "$WORK/agent" --compare "$MLX" "$RAPID"
 want burst && rapid-mlx bench burst "${COMMON[@]}" --n 1,8,32 --ignore-eos --out "$WORK/burst" --compare "$MLX" "$RAPID"
+# The engine at its limit: bursts of up to 64 with room for all of them decoding at once on both
+# servers, then the same bursts in process (the scheduler against mlx-lm's BatchGenerator alone).
+if want engine; then
+    CONCURRENCY=64 rapid_config rapid-wide
+    rapid-mlx bench burst "${COMMON[@]}" --n 8,32,64 --ignore-eos --out "$WORK/engine-http" --compare \
+        "$MLX_SERVER --model $MODEL --decode-concurrency 64 --port {port}" "rapid-mlx serve --config $WORK/rapid-wide.toml --port {port}"
+    rapid-mlx bench engine-burst --model-dir "$MODEL" --n 8,32,64 --prompt-tokens 200 --max-tokens 128 --concurrency 64 --out "$WORK/engine-in-process"
+fi
 RAPID_DISK="rapid-mlx serve --config $WORK/rapid-disk.toml --port {port}"
 # The prefix cache on disk: the turn after a graceful restart, and after a SIGKILL of the server
 # and its workers; a turn served from disk after eviction against a cold prefill; the cost of

@@ -220,10 +220,13 @@ _input_decoder = msgspec.msgpack.Decoder(WorkerInput)
 _output_decoder = msgspec.msgpack.Decoder(WorkerOutput)
 
 
-def encode_frame(message: WorkerInput | WorkerOutput) -> bytes:
-    """Encode one message with its length prefix."""
-    payload = _encoder.encode(message)
-    return FRAME_HEADER.pack(len(payload)) + payload
+def encode_frame(message: WorkerInput | WorkerOutput) -> bytearray:
+    """Encode one message with its length prefix, in one buffer (the payload is not copied
+    behind a header: it is encoded after the header's room, which is then filled in)."""
+    frame = bytearray(FRAME_HEADER.size)
+    _encoder.encode_into(message, frame, FRAME_HEADER.size)
+    FRAME_HEADER.pack_into(frame, 0, len(frame) - FRAME_HEADER.size)
+    return frame
 
 
 def decode_input(payload: bytes) -> WorkerInput:

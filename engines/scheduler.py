@@ -40,6 +40,7 @@ from caches.quantized import KVQuantization, quantized_nbytes, row_caches
 from caches.radix import common_prefix
 
 from engines.errors import EngineUnrecoverableError
+from engines.prefill_policy import MAX_PROMPTS, PREFILL_SHARE, AdmissionQueue, PrefillPolicy
 from engines.protocol import (
     AddRequest,
     DiskCounters,
@@ -81,11 +82,22 @@ class _Sequence:
     hit: PrefixHit | None = None  # the cache entry it started from, pinned while it runs
     prefilled_to: int = 0  # prompt tokens in its cache so far (its cache hit's to begin with)
     announced: bool = False  # whether cached_tokens went out with a delta yet
+    prefill_left: int = 0  # prompt tokens the generator has yet to prefill
+    decoding: bool = False  # past its prompt, in the generator's decode batch
 
     @property
     def prefilled(self) -> bool:
         """Its whole prompt but the last token is in (and snapshotted, with a prefix cache)."""
         return self.prefilled_to >= len(self.prompt) - 1
+
+
+@dataclass
+class _Queued:
+    """A valid request waiting for the generator, with the cache entry it starts from if one is
+    pinned for it already (a prefix just loaded from disk; others are looked up when fed)."""
+
+    request: AddRequest
+    hit: PrefixHit | None = None
 
 
 @dataclass
@@ -110,7 +122,8 @@ class Scheduler:
     """Continuous batching for one model: requests join the running batch at the next step."""
 
     def __init__(self, model, *, max_concurrency: int, prefill_step: int, max_context: int,
-                 prefix_cache: PrefixCache | None = None, kv_quantization: KVQuantization | None = None) -> None:
+                 prefix_cache: PrefixCache | None = None, kv_quantization: KVQuantization | None = None,
+                 prefill_share: float = PREFILL_SHARE) -> None:
         self._model = model
         self._max_context = max_context
         self.vocab_size = model_vocab_size(model)
@@ -124,6 +137,9 @@ class Scheduler:
         self._quantization = kv_quantization
         self._quantize_after = kv_quantization.quantize_after if kv_quantization is not None else 0
         self._held: dict[str, _Held] = {}
+        # Valid requests not in the generator yet: fed to it as the prefill policy allows.
+        self._queued: AdmissionQueue[_Queued] = AdmissionQueue(max_overtaken=max_concurrency)
+        self._policy = PrefillPolicy(cap=prefill_step, share=prefill_share)
         # Requests waiting for a prefix-cache entry to come back from disk, by the entry's tokens.
         self._loading: dict[str, tuple[AddRequest, tuple[int, ...]]] = {}
         # Whether any snapshot can be cut back to a shorter prefix (a sliding window stops
@@ -137,8 +153,8 @@ class Scheduler:
         return BatchGenerator(
             self._model,
             completion_batch_size=self._max_concurrency,
-            # Prompts prefill together in chunks; more than a few at once only delays first tokens.
-            prefill_batch_size=min(self._max_concurrency, 8),
+            # The scheduler feeds it at most this many prompts to prefill at once (``_feed``).
+            prefill_batch_size=min(self._max_concurrency, MAX_PROMPTS),
             prefill_step_size=self._prefill_step,
         )
 
@@ -146,7 +162,7 @@ class Scheduler:
 
     @property
     def has_work(self) -> bool:
-        return bool(self._by_uid or self._rejected or self._held or self._loading)
+        return bool(self._by_uid or self._rejected or self._held or self._loading or self._queued)
 
     def add(self, request: AddRequest) -> None:
         """Queue a request; it joins the batch at the next step. Bad requests fail, never raise."""
@@ -158,10 +174,14 @@ class Scheduler:
 
     def abort(self, request_ids: list[str]) -> None:
         """Free the slots of these requests now; their KV memory goes with them."""
+        aborted = set(request_ids)
         for request_id in [rid for rid in request_ids if rid in self._held or rid in self._loading]:
             self._held.pop(request_id, None)
             self._loading.pop(request_id, None)
             self._rejected.append(TokenDelta(request_id, [], FinishReason.ABORT))
+        for queued in self._queued.remove(lambda queued: queued.request.request_id in aborted):
+            self._release_hit(queued.hit)
+            self._rejected.append(TokenDelta(queued.request.request_id, [], FinishReason.ABORT))
         for uid in self._release([rid for rid in request_ids if rid in self._uid_by_request]):
             self._rejected.append(TokenDelta(self._end(uid).request_id, [], FinishReason.ABORT))
 
@@ -169,9 +189,13 @@ class Scheduler:
         """Run one engine step and collect what every sequence produced."""
         outputs: list[TokenDelta] = []
         self._admit_loaded()
+        self._feed()
         if self._by_uid:
-            prompt_responses, responses = self._generator.next()
+            with self._generator.stats() as cost:
+                prompt_responses, responses = self._generator.next()
+            self._policy.observe(cost.prompt_tokens, cost.prompt_time, cost.generation_steps, cost.decode_time)
             for response in prompt_responses:
+                self._prefill_progress(response)
                 if response.end_of_segment and not response.end_of_prompt:
                     self._segment_done(response.uid)
             failed = {uid for uid, sequence in self._by_uid.items() if sequence.guard.error is not None}
@@ -199,7 +223,8 @@ class Scheduler:
             disk_counters = DiskCounters(d.entries, d.bytes, disk.budget_bytes, d.hits, d.hit_tokens, d.bytes_written, d.bytes_read,
                                          disk.queue_depth, d.dropped_writes, d.failed_writes, d.removed_unreadable,
                                          d.restore_seconds, d.flush_seconds)
-        return WorkerStatus(running=len(self._by_uid), waiting=len(self._held) + len(self._loading), prefix_cache=counters,
+        return WorkerStatus(running=len(self._by_uid), waiting=len(self._held) + len(self._loading) + len(self._queued),
+                            prefix_cache=counters,
                             prefix_disk=disk_counters,
                             kv_bytes=self._generator.prompt_cache_nbytes, kv_quantized_bytes=self._kv_quantized_bytes(),
                             kv_bits=self._quantization.bits if self._quantization else 0)
@@ -208,6 +233,9 @@ class Scheduler:
         """After a step that raised: fail every request in flight (call ``rebuild`` next)."""
         outputs = [_engine_failure(s.request_id) for s in self._by_uid.values()]
         outputs += [_engine_failure(request_id) for request_id in [*self._held, *self._loading]]
+        for queued in self._queued.remove(lambda _: True):
+            self._release_hit(queued.hit)
+            outputs.append(_engine_failure(queued.request.request_id))
         for sequence in self._by_uid.values():
             self._unpin(sequence)
         self._by_uid.clear()
@@ -238,26 +266,66 @@ class Scheduler:
 
     # ------------------------------------------------------------------ internal
 
-    def _start(self, request: AddRequest, *, from_disk: bool = True) -> None:
-        """Admit a valid request: after its prefix is loaded from disk, or once a prefilling
-        sequence has snapshotted the prefix they share, or now."""
-        if self.prefix_cache is not None and from_disk:
+    def _start(self, request: AddRequest) -> None:
+        """Queue a valid request for the generator, once its prefix is loaded from disk if it is there."""
+        if self.prefix_cache is not None:
             candidate = self.prefix_cache.disk_candidate(request.prompt_tokens, gain=SHARE_MIN_TOKENS)
             if candidate is not None:
                 self.prefix_cache.request_load(candidate)
                 self._loading[request.request_id] = (request, candidate.tokens)
                 return
-        if self.prefix_cache is not None:
-            covered = self.prefix_cache.longest(request.prompt_tokens)
-            leader = self._leader_for(request.prompt_tokens, covered)
-            if leader is not None:  # looked up once the leader's snapshot is in
-                leader_uid, ready_at = leader
-                self._held[request.request_id] = _Held(request, leader_uid, covered, ready_at)
+        covered = self.prefix_cache.longest(request.prompt_tokens) if self.prefix_cache is not None else 0
+        self._queued.push(_Queued(request), remaining=len(request.prompt_tokens) - covered)
+
+    def _feed(self) -> None:
+        """Move queued requests into the generator, shortest remaining prefill first, as many as
+        the next step's prefill budget holds (at least one when nothing prefills), at most
+        ``MAX_PROMPTS`` prefilling and ``max_concurrency`` in the generator."""
+        decoding = sum(1 for sequence in self._by_uid.values() if sequence.decoding)
+        plan = self._policy.plan(decoding)
+        self._generator.prefill_step_size = plan.chunk
+        prefilling = [sequence for sequence in self._by_uid.values() if not sequence.decoding]
+        committed = sum(min(sequence.prefill_left, plan.chunk) for sequence in prefilling)
+        while self._queued and len(self._by_uid) < self._max_concurrency and len(prefilling) < MAX_PROMPTS:
+            queued, remaining = self._queued.peek()
+            cost = min(remaining, plan.chunk)
+            if plan.budget is not None and prefilling and committed + cost > plan.budget:
                 return
-        self._admit(request, self.prefix_cache.lookup(request.prompt_tokens) if self.prefix_cache is not None else None)
+            self._queued.pop()
+            request, hit = queued.request, queued.hit
+            if hit is None and self._hold_for_leader(request):
+                continue
+            if hit is None and self.prefix_cache is not None:
+                hit = self.prefix_cache.lookup(request.prompt_tokens)
+            sequence = self._admit(request, hit)
+            if sequence is not None:
+                prefilling.append(sequence)
+                committed += min(sequence.prefill_left, plan.chunk)
+
+    def _hold_for_leader(self, request: AddRequest) -> bool:
+        """Whether ``request`` now waits for a prefilling sequence's snapshot of the prefix they share."""
+        if self.prefix_cache is None:
+            return False
+        covered = self.prefix_cache.longest(request.prompt_tokens)
+        leader = self._leader_for(request.prompt_tokens, covered)
+        if leader is None:
+            return False
+        leader_uid, ready_at = leader  # looked up once the leader's snapshot is in
+        self._held[request.request_id] = _Held(request, leader_uid, covered, ready_at)
+        return True
+
+    def _prefill_progress(self, response) -> None:
+        """Follow a prompt's prefill: tokens left, and whether it now decodes."""
+        sequence = self._by_uid.get(response.uid)
+        if sequence is None:
+            return
+        done, total = response.progress
+        sequence.prefill_left = total - done
+        sequence.decoding = response.end_of_prompt
 
     def _validate(self, request: AddRequest) -> str | None:
-        if request.request_id in self._uid_by_request or request.request_id in self._held or request.request_id in self._loading:
+        if (request.request_id in self._uid_by_request or request.request_id in self._held or request.request_id in self._loading
+                or any(queued.request.request_id == request.request_id for queued in self._queued)):
             return f"duplicate request id {request.request_id}"
         if not request.prompt_tokens:
             return "the prompt is empty"
@@ -279,8 +347,8 @@ class Scheduler:
             return f"snapshot_at offsets must lie inside the prompt (1 to {len(request.prompt_tokens) - 1})"
         return None
 
-    def _admit(self, request: AddRequest, hit: PrefixHit | None) -> None:
-        """Insert into the generator, starting from ``hit`` if the cache had a prefix."""
+    def _admit(self, request: AddRequest, hit: PrefixHit | None) -> _Sequence | None:
+        """Insert into the generator, starting from ``hit`` if the cache had a prefix (None: it failed)."""
         prompt = list(request.prompt_tokens)
         start = hit.length if hit is not None else 0
         points = self._snapshot_points(request, start)
@@ -305,10 +373,13 @@ class Scheduler:
                 self.prefix_cache.release(hit)
             reset_random_state()
             self._reject(request.request_id, ENGINE_FAILED, ErrorKind.ENGINE)
-            return
-        self._by_uid[uid] = _Sequence(request.request_id, request.sampling.top_logprobs, cached_tokens=start, guard=guard,
-                                      prompt=prompt, cuts=cuts, snapshot_points=points, hit=hit, prefilled_to=start)
+            return None
+        sequence = _Sequence(request.request_id, request.sampling.top_logprobs, cached_tokens=start, guard=guard,
+                             prompt=prompt, cuts=cuts, snapshot_points=points, hit=hit, prefilled_to=start,
+                             prefill_left=len(prompt) - start)
+        self._by_uid[uid] = sequence
         self._uid_by_request[request.request_id] = uid
+        return sequence
 
     def _can_cut(self, snapshot_length: int, length: int) -> bool:
         """Whether a snapshot of ``snapshot_length`` tokens can serve ``length`` of them: a
@@ -333,12 +404,13 @@ class Scheduler:
             return
         for request_id in [rid for rid, (_, tokens) in self._loading.items() if tokens in settled]:
             request, _ = self._loading.pop(request_id)
-            before = self.prefix_cache.stats.hit_tokens
-            self._start(request, from_disk=False)  # once: an entry larger than memory must not loop
-            served = self.prefix_cache.stats.hit_tokens - before
-            if served:
+            # Looked up (and pinned) now, not when fed: the entry must survive the eviction below.
+            # Loaded or not, it is queued once: an entry larger than memory must not loop.
+            hit = self.prefix_cache.lookup(request.prompt_tokens)
+            if hit is not None:
                 self.prefix_cache.disk.stats.hits += 1
-                self.prefix_cache.disk.stats.hit_tokens += served
+                self.prefix_cache.disk.stats.hit_tokens += hit.length
+            self._queued.push(_Queued(request, hit), remaining=len(request.prompt_tokens) - (hit.length if hit else 0))
         # Only now, with the loaded entries pinned by who waited for them, back to the budget.
         self.prefix_cache.evict_to(self.prefix_cache.memory_bytes)
 
@@ -410,9 +482,12 @@ class Scheduler:
         return sequence
 
     def _unpin(self, sequence: _Sequence) -> None:
-        if sequence.hit is not None:
-            self.prefix_cache.release(sequence.hit)
-            sequence.hit = None
+        self._release_hit(sequence.hit)
+        sequence.hit = None
+
+    def _release_hit(self, hit: PrefixHit | None) -> None:
+        if hit is not None:
+            self.prefix_cache.release(hit)
 
     def _reject(self, request_id: str, message: str, kind: ErrorKind) -> None:
         logger.warning("rejected request %s: %s", request_id, message)

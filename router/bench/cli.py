@@ -99,7 +99,18 @@ def build_parser() -> argparse.ArgumentParser:
     step.add_argument("--sequences", type=_int_list, default=[8, 32, 64], help="batch widths, e.g. 8,32,64")
     step.add_argument("--steps", type=int, default=64, help="decode steps timed per run")
     step.add_argument("--rounds", type=int, default=3)
+    step.add_argument("--profile", action="store_true", help="profile the worker's step instead: where its time goes, by category")
     step.add_argument("--out", type=Path)
+    engine = workloads.add_parser("engine-burst", help="in process: a burst through the scheduler against mlx-lm's BatchGenerator alone")
+    engine.add_argument("--size", choices=("tiny", "small", "medium"), default="small")
+    engine.add_argument("--model-dir", type=Path, help="a checkpoint instead of a made one of --size")
+    engine.add_argument("--n", type=_int_list, default=[8, 32, 64], help="requests per burst, e.g. 8,32,64")
+    engine.add_argument("--prompt-tokens", type=int, default=200)
+    engine.add_argument("--max-tokens", type=int, default=128)
+    engine.add_argument("--concurrency", type=int, default=64, help="sequences decoding at once at most (max_concurrency)")
+    engine.add_argument("--prefill-step", type=int, default=2048)
+    engine.add_argument("--rounds", type=int, default=2)
+    engine.add_argument("--out", type=Path)
     disk = workloads.add_parser("disk-tier", help="in process: seconds per GB to flush, index and load the prefix cache on disk")
     disk.add_argument("--model-dir", type=Path, required=True)
     disk.add_argument("--entries", type=int, default=16)
@@ -136,6 +147,8 @@ def main(argv: list[str] | None = None) -> int:
         return _step(args, out_dir)
     if args.workload == "disk-tier":
         return _disk_tier(args, out_dir)
+    if args.workload == "engine-burst":
+        return _engine_burst(args, out_dir)
     return _run(parser, args, out_dir)
 
 
@@ -163,11 +176,22 @@ def _parsers(args: argparse.Namespace, out_dir: Path) -> int:
 
 
 def _step(args: argparse.Namespace, out_dir: Path) -> int:
-    from router.bench.step_cost import measure, report
+    from router.bench.step_cost import measure, profile, report
 
+    if args.profile:
+        return _write_summary(out_dir, "step --profile", profile(args.model_dir, args.size, args.sequences, args.steps))
     described, results = measure(args.model_dir, args.size, args.sequences, args.steps, args.rounds)
     text = report(described, results, args.steps)
     return _write_summary(out_dir, "step", text)
+
+
+def _engine_burst(args: argparse.Namespace, out_dir: Path) -> int:
+    from router.bench.engine_burst import measure, report
+
+    settings = {"prompt_tokens": args.prompt_tokens, "max_tokens": args.max_tokens, "concurrency": args.concurrency,
+                "prefill_step": args.prefill_step}
+    described, results = measure(args.model_dir, args.size, args.n, rounds=args.rounds, **settings)
+    return _write_summary(out_dir, "engine-burst", report(described, results, **settings))
 
 
 def _disk_tier(args: argparse.Namespace, out_dir: Path) -> int:

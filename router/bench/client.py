@@ -45,6 +45,9 @@ class RequestRecord:
     cached_tokens: int | None = None
     completion_tokens: int | None = None
     ideal_cached_tokens: int | None = None
+    # Seconds between consecutive output events of a stream (one event carries what the
+    # server flushed at once: a token, or several a server sent together).
+    gaps_s: list[float] = field(default_factory=list)
     content: str = ""
     tool_calls: list[ToolCall] = field(default_factory=list)
     labels: dict[str, Any] = field(default_factory=dict)  # workload-specific facts (expected tool, context step)
@@ -74,6 +77,8 @@ class _Reply:
     """What a response carried, filled in as it streams."""
 
     ttft_s: float | None = None
+    last_output_at: float | None = None
+    gaps_s: list[float] = field(default_factory=list)
     content: str = ""
     calls: dict[int, list[str]] = field(default_factory=dict)  # index -> [name, arguments text]
     prompt_tokens: int | None = None
@@ -128,7 +133,7 @@ class BenchClient:
         return RequestRecord(
             sent_at=start - phase_start, status=status, e2e_s=time.perf_counter() - start, ttft_s=reply.ttft_s, error=error,
             stream=stream, prompt_tokens=reply.prompt_tokens, cached_tokens=reply.cached_tokens,
-            completion_tokens=reply.completion_tokens, content=reply.content, tool_calls=reply.tool_calls(), **record_fields)
+            completion_tokens=reply.completion_tokens, gaps_s=reply.gaps_s, content=reply.content, tool_calls=reply.tool_calls(), **record_fields)
 
     async def _read_stream(self, response: httpx.Response, reply: _Reply, start: float) -> str | None:
         """Read SSE events to the end; returns an error if the stream reported one or ended early."""
@@ -146,8 +151,13 @@ class BenchClient:
             got_output = self._openai_chunk(event, reply) if self._api == "openai" else self._anthropic_event(event, reply)
             if self._api == "anthropic" and event.get("type") == "message_stop":
                 done = True
-            if got_output and reply.ttft_s is None:
-                reply.ttft_s = time.perf_counter() - start
+            if got_output:
+                now = time.perf_counter()
+                if reply.ttft_s is None:
+                    reply.ttft_s = now - start
+                else:
+                    reply.gaps_s.append(now - reply.last_output_at)
+                reply.last_output_at = now
         return None if done else "stream ended without its terminal event"
 
     @staticmethod

@@ -56,3 +56,25 @@ def prefill(model, layers: list, tokens: int, chunk: int = 512) -> None:
     for start in range(0, tokens, chunk):
         model(prompt[:, start : start + chunk], cache=layers)
         mx.eval([layer.state for layer in layers])
+
+
+def load_bench_model(model_dir: Path | None, size: str):
+    """(description, model): the checkpoint at ``model_dir``, or a made one of ``size``."""
+    import tempfile
+
+    from mlx_lm.utils import load_model
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(model_dir) if model_dir else make_model(Path(tmp) / "m", size=size)
+        described = f"{path.name if model_dir else size} ({parameter_count(path) / 1e6:.1f}M parameters)"
+        model, _ = load_model(path)
+    return described, model
+
+
+def default_prefix_cache():
+    """A prefix cache in memory, as a server configures one by default (``[models.*] prefix_cache``)."""
+    from caches.prefix_cache import PrefixCache
+    from router.ops.config.schema import PrefixCacheConfig
+
+    config = PrefixCacheConfig()
+    return PrefixCache(memory_bytes=int(config.memory_gb * 2**30), min_tokens=config.min_tokens)

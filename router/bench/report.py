@@ -14,7 +14,7 @@ from router.bench.runner import BenchResult, ratios
 HEADLINE = {
     "agent": ["ttft_turn1_p50_s", "ttft_later_p50_s", "ttft_later_p95_s", "session_wall_p50_s", "cached_ratio_later",
               "ideal_cached_ratio_later", "cached_of_ideal_later", "ttft_turn1_p95_s"],
-    "burst": ["aggregate_tok_s", "ttft_p50_s", "ttft_p95_s", "decode_tok_s_p50"],
+    "burst": ["aggregate_tok_s", "ttft_p50_s", "ttft_p95_s", "itl_p95_s", "decode_tok_s_p50"],
     "tools": ["failure_rate", "outcome_ok", "calls_parsed"],
     "restart": ["ttft_warm_s", "ttft_after_restart_s", "after_restart_over_warm", "cached_ratio_after_restart"],
     "long": ["ttft_first_s", "ttft_last_s", "prompt_tokens_last"],

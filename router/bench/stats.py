@@ -61,6 +61,12 @@ def request_figures(records: list[RequestRecord]) -> dict[str, float | None]:
     }
 
 
+def inter_token_figures(records: list[RequestRecord]) -> dict[str, float | None]:
+    """Percentiles of the gaps between output events, pooled over the successful streams."""
+    gaps = [gap for r in records if r.ok for gap in r.gaps_s]
+    return {"itl_p50_s": median(gaps), "itl_p95_s": percentile(gaps, 95)}
+
+
 def wall_s(records: list[RequestRecord]) -> float | None:
     """From the first request sent to the last one finished."""
     if not records:

@@ -87,3 +87,41 @@ def test_logprobs_are_reported_per_token(model):
     for entry in entries:
         assert len(entry.top) == 3 and entry.top[0].token_id == entry.token_id
         assert entry.top[0].logprob >= entry.top[1].logprob >= entry.top[2].logprob
+
+
+def token_steps(scheduler: Scheduler, requests: list[AddRequest], max_steps: int = 2000) -> dict[str, list[tuple[int, int]]]:
+    """Add ``requests`` at once and step until idle: each request's tokens, with the step that produced each."""
+    for request in requests:
+        scheduler.add(request)
+    produced: dict[str, list[tuple[int, int]]] = {}
+    for step in range(max_steps):
+        if not scheduler.has_work:
+            break
+        for delta in scheduler.step().outputs:
+            assert delta.error is None, delta.error
+            produced.setdefault(delta.request_id, []).extend((step, token) for token in delta.token_ids)
+    return produced
+
+
+def test_a_short_prompt_in_a_burst_is_prefilled_before_longer_ones(model):
+    # More long prompts than are prefilled at once, then a short one: it does not wait behind them.
+    longs = [AddRequest(f"long-{i}", [3 + (i * 11 + j) % 300 for j in range(120)], 2, GREEDY, [2]) for i in range(9)]
+    short = AddRequest("short", prompt(0), 2, GREEDY, [2])
+    produced = token_steps(new_scheduler(model, max_concurrency=16), [*longs, short])
+    assert produced["short"][0][0] < min(produced[request.request_id][0][0] for request in longs)
+
+
+def test_a_long_prompt_is_prefilled_in_bounded_chunks_while_others_decode(model):
+    scheduler = Scheduler(model, max_concurrency=8, prefill_step=4096, max_context=8192, prefill_share=0.05)
+    scheduler.add(AddRequest("decoding", prompt(1), 400, GREEDY, [2]))
+    for _ in range(4):  # it decodes, and the policy has measured a prefill and some decode steps
+        scheduler.step()
+    long = AddRequest("long", [3 + (j * 13) % 300 for j in range(1500)], 2, GREEDY, [2])
+    produced = token_steps(scheduler, [long], max_steps=200)
+    first = produced["long"][0][0]
+    # Without the bound, 1500 tokens under a 4096-token cap would be one chunk, one step.
+    assert first > 2
+    decode_steps = [step for step, _ in produced["decoding"] if step <= first]
+    assert decode_steps == list(range(first + 1))  # a token in every step while the long prompt prefilled
+    solo = run_to_completion(new_scheduler(model, prefill_step=4096), [long])
+    assert [token for _, token in produced["long"]] == solo["long"][0]  # the chunks changed no output

@@ -178,7 +178,9 @@ def test_a_request_waiting_for_a_shared_prefill_can_be_aborted(model):
     system = tokens(11, SHARE_MIN_TOKENS + 40)
     engine.add(AddRequest("leader", system + tokens(12, 5), 6, GREEDY, [2]))
     engine.add(AddRequest("follower", system + tokens(13, 5), 6, GREEDY, [2]))
-    assert engine.status().waiting == 1
+    assert engine.status().waiting == 2  # both queued until the next step feeds the generator
+    assert engine.step().outputs == []  # the leader's first prefill chunk; the follower waits for it
+    assert engine.status().waiting == 1 and engine.status().running == 1
     engine.add(AddRequest("follower", system, 6, GREEDY, [2]))  # an id in use, even while waiting
     engine.abort(["follower"])
     finished = {}

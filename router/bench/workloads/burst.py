@@ -34,7 +34,7 @@ class BurstWorkload:
                                for i in range(count)))
 
     def figures(self, phase: str, records: list[RequestRecord]) -> Figures:
-        return {**stats.request_figures(records), "aggregate_tok_s": stats.aggregate_tok_s(records), "wall_s": stats.wall_s(records)}
+        return {**stats.request_figures(records), **stats.inter_token_figures(records), "aggregate_tok_s": stats.aggregate_tok_s(records), "wall_s": stats.wall_s(records)}
 
     def series(self, phase: str, records: list[RequestRecord]) -> Series:
         return {}
