@@ -198,7 +198,7 @@ class WorkerStatus(msgspec.Struct, frozen=True, array_like=True, tag="status", g
     """Worker → router, in answer to ``StatusQuery``."""
 
     running: int  # sequences in the generator
-    waiting: int  # requests waiting for another's prefill, or for their prefix to come back from disk
+    waiting: int  # requests not in the generator yet: queued for it, waiting for another's prefill or for disk
     prefix_cache: PrefixCacheCounters | None = None  # None: the cache is off
     kv_bytes: int = 0  # cache memory of the sequences in the generator (prefix-cache entries not included)
     kv_quantized_bytes: int = 0  # of that, held quantized

@@ -2,8 +2,10 @@
 
 Every method runs on the worker's scheduler thread, the only thread that touches MLX.
 One ``step()`` is one ``BatchGenerator.next()``: a decode step for every running sequence
-plus at most one prefill chunk (``prefill_step`` tokens) for waiting prompts, so a long
-prompt never stalls the running decodes for more than one chunk.
+plus one prefill chunk for waiting prompts. Requests queue here, not in the generator, and
+are fed to it by ``engines.prefill_policy``: shortest remaining prefill first, and while
+sequences decode, only as many prompt tokens per step as keep prefill to its share of the
+step (chunks of at most ``prefill_step``), so a long prompt never stalls the running decodes.
 
 With a prefix cache, a request starts from the longest cached prefix of its prompt and only
 the rest is prefilled. Snapshots go into the cache at the end of every prompt (one token
@@ -199,7 +201,9 @@ class Scheduler:
                 if response.end_of_segment and not response.end_of_prompt:
                     self._segment_done(response.uid)
             failed = {uid for uid, sequence in self._by_uid.items() if sequence.guard.error is not None}
-            outputs.extend(self._collect(response) for response in responses if response.uid not in failed)
+            responses = [response for response in responses if response.uid not in failed]
+            logprobs = self._logprobs(responses)
+            outputs.extend(self._collect(response, logprobs.get(response.uid)) for response in responses)
             outputs.extend(self._fail_guarded(failed))
         elif self._loading and not self._rejected:
             time.sleep(0.002)  # nothing to compute until the disk answers
@@ -519,14 +523,22 @@ class Scheduler:
         finally:
             generator.close()
 
-    def _collect(self, response) -> TokenDelta:
+    def _logprobs(self, responses: list) -> dict[int, TokenLogprob]:
+        """The step's logprobs for every sequence that asked for them (emitted tokens only),
+        read from the device once for the whole batch, not once per sequence."""
+        wanted = [(response, self._by_uid[response.uid].top_logprobs) for response in responses
+                  if self._by_uid[response.uid].top_logprobs is not None and response.finish_reason != "stop"]
+        if not wanted:
+            return {}
+        return {response.uid: entry for (response, _), entry in
+                zip(wanted, batch_logprobs([r.logprobs for r, _ in wanted], [r.token for r, _ in wanted], [t for _, t in wanted]))}
+
+    def _collect(self, response, logprob: TokenLogprob | None) -> TokenDelta:
         sequence = self._by_uid[response.uid]
         finish = _FINISH_REASONS.get(response.finish_reason) if response.finish_reason else None
         # On "stop" the token is the stop token itself: it ends the turn and is never shown.
         emitted = [] if finish is FinishReason.STOP else [response.token]
-        logprobs = None
-        if sequence.top_logprobs is not None and emitted:
-            logprobs = [_token_logprob(response.token, response.logprobs, sequence.top_logprobs)]
+        logprobs = [logprob] if logprob is not None and emitted else None
         cached = None
         if not sequence.announced:
             sequence.announced, cached = True, sequence.cached_tokens
@@ -543,14 +555,20 @@ def _engine_failure(request_id: str) -> TokenDelta:
     return TokenDelta(request_id, [], FinishReason.ERROR, error=ENGINE_FAILED, error_kind=ErrorKind.ENGINE)
 
 
-def _token_logprob(token: int, logprobs: mx.array, top: int) -> TokenLogprob:
-    """The sampled token's log-probability and, if asked, the ``top`` most likely tokens."""
-    chosen = logprobs[token].item()
-    alternatives: list[TopLogprob] = []
-    if top > 0:
-        ids = mx.argpartition(-logprobs, kth=top - 1)[:top]
-        values = logprobs[ids]
-        order = mx.argsort(-values)
-        for token_id, value in zip(ids[order].tolist(), values[order].tolist()):
-            alternatives.append(TopLogprob(int(token_id), float(value)))
-    return TokenLogprob(token, float(chosen), alternatives)
+def batch_logprobs(rows: list[mx.array], tokens: list[int], tops: list[int]) -> list[TokenLogprob]:
+    """For each row of log-probabilities: the sampled token's and, if asked, the ``top`` most
+    likely tokens, most likely first; computed for all rows together, read back in one transfer."""
+    stacked = mx.stack(rows)
+    chosen = mx.take_along_axis(stacked, mx.array(tokens)[:, None], axis=1)[:, 0]
+    widest = max(tops)
+    top_ids = top_values = None
+    if widest > 0:
+        ids = mx.argpartition(-stacked, kth=widest - 1, axis=-1)[:, :widest]
+        values = mx.take_along_axis(stacked, ids, axis=-1)
+        order = mx.argsort(-values, axis=-1)
+        top_ids, top_values = mx.take_along_axis(ids, order, axis=-1), mx.take_along_axis(values, order, axis=-1)
+    mx.eval(chosen, *(() if top_ids is None else (top_ids, top_values)))
+    ids_list = top_ids.tolist() if top_ids is not None else [[] for _ in rows]
+    values_list = top_values.tolist() if top_values is not None else [[] for _ in rows]
+    return [TokenLogprob(token, float(value), [TopLogprob(int(i), float(v)) for i, v in zip(ids[:top], vals[:top])])
+            for token, value, top, ids, vals in zip(tokens, chosen.tolist(), tops, ids_list, values_list)]

@@ -8,6 +8,7 @@ import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
+from engines.prefill_policy import PREFILL_SHARE
 from router.bench.profiles import PROFILES
 
 WORKLOADS = {
@@ -35,6 +36,16 @@ def _int_list(text: str) -> list[int]:
         raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
     if not values or any(v < 1 for v in values):
         raise argparse.ArgumentTypeError(f"expected positive integers, got {text!r}")
+    return values
+
+
+def _float_list(text: str) -> list[float]:
+    try:
+        values = [float(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated numbers, got {text!r}") from None
+    if not values or any(not 0 < v <= 1 for v in values):
+        raise argparse.ArgumentTypeError(f"expected numbers in (0, 1], got {text!r}")
     return values
 
 
@@ -109,6 +120,10 @@ def build_parser() -> argparse.ArgumentParser:
     engine.add_argument("--max-tokens", type=int, default=128)
     engine.add_argument("--concurrency", type=int, default=64, help="sequences decoding at once at most (max_concurrency)")
     engine.add_argument("--prefill-step", type=int, default=2048)
+    engine.add_argument("--long-every", type=int, default=0, help="every Nth prompt is --long-tokens long (default: none)")
+    engine.add_argument("--long-tokens", type=int, default=2000)
+    engine.add_argument("--prefill-share", type=_float_list, default=[PREFILL_SHARE],
+                        help=f"the scheduler's prefill shares to run, e.g. 0.5,0.9,1 (default {PREFILL_SHARE})")
     engine.add_argument("--rounds", type=int, default=2)
     engine.add_argument("--out", type=Path)
     disk = workloads.add_parser("disk-tier", help="in process: seconds per GB to flush, index and load the prefix cache on disk")
@@ -186,12 +201,12 @@ def _step(args: argparse.Namespace, out_dir: Path) -> int:
 
 
 def _engine_burst(args: argparse.Namespace, out_dir: Path) -> int:
-    from router.bench.engine_burst import measure, report
+    from router.bench.engine_burst import Burst, measure, report
 
-    settings = {"prompt_tokens": args.prompt_tokens, "max_tokens": args.max_tokens, "concurrency": args.concurrency,
-                "prefill_step": args.prefill_step}
-    described, results = measure(args.model_dir, args.size, args.n, rounds=args.rounds, **settings)
-    return _write_summary(out_dir, "engine-burst", report(described, results, **settings))
+    burst = Burst(args.prompt_tokens, args.max_tokens, args.long_every, args.long_tokens)
+    settings = {"concurrency": args.concurrency, "prefill_step": args.prefill_step}
+    described, results = measure(args.model_dir, args.size, args.n, burst, shares=args.prefill_share, rounds=args.rounds, **settings)
+    return _write_summary(out_dir, "engine-burst", report(described, results, burst, **settings))
 
 
 def _disk_tier(args: argparse.Namespace, out_dir: Path) -> int:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import mlx.core as mx
 import pytest
 from mlx_lm.utils import load_model
 
@@ -125,3 +126,16 @@ def test_a_long_prompt_is_prefilled_in_bounded_chunks_while_others_decode(model)
     assert decode_steps == list(range(first + 1))  # a token in every step while the long prompt prefilled
     solo = run_to_completion(new_scheduler(model, prefill_step=4096), [long])
     assert [token for _, token in produced["long"]] == solo["long"][0]  # the chunks changed no output
+
+
+def test_logprobs_read_for_the_batch_at_once_equal_each_row_computed_alone(model):
+    from engines.scheduler import batch_logprobs
+
+    rows = [mx.log(mx.softmax(mx.random.normal((model.args.vocab_size,), key=mx.random.key(i)))) for i in range(5)]
+    tokens, tops = [7, 0, 33, 2, 5], [3, 0, 5, 1, 20]
+    together = batch_logprobs(rows, tokens, tops)
+    for row, token, top, entry in zip(rows, tokens, tops, together):
+        alone = [float(v) for v in mx.sort(row)[::-1][:top].tolist()]
+        assert entry.token_id == token and entry.logprob == row[token].item()
+        assert [alternative.logprob for alternative in entry.top] == alone
+        assert all(row[alternative.token_id].item() == alternative.logprob for alternative in entry.top)
