@@ -193,9 +193,7 @@ class Scheduler:
         self._admit_loaded()
         self._feed()
         if self._by_uid:
-            with self._generator.stats() as cost:
-                prompt_responses, responses = self._generator.next()
-            self._policy.observe(cost.prompt_tokens, cost.prompt_time, cost.generation_steps, cost.decode_time)
+            prompt_responses, responses = self._timed_next()
             for response in prompt_responses:
                 self._prefill_progress(response)
                 if response.end_of_segment and not response.end_of_prompt:
@@ -317,6 +315,19 @@ class Scheduler:
         leader_uid, ready_at = leader  # looked up once the leader's snapshot is in
         self._held[request.request_id] = _Held(request, leader_uid, covered, ready_at)
         return True
+
+    def _timed_next(self) -> tuple[list, list]:
+        """One generator step, its costs told to the prefill policy: split by mlx-lm's counters
+        while prompts prefill, the step's wall time when it only decodes (cheaper to read)."""
+        if self._queued or any(not sequence.decoding for sequence in self._by_uid.values()):
+            with self._generator.stats() as cost:
+                produced = self._generator.next()
+            self._policy.observe(cost.prompt_tokens, cost.prompt_time, cost.generation_steps, cost.decode_time)
+            return produced
+        started = time.perf_counter()
+        produced = self._generator.next()
+        self._policy.observe(0, 0.0, 1, time.perf_counter() - started)
+        return produced
 
     def _prefill_progress(self, response) -> None:
         """Follow a prompt's prefill: tokens left, and whether it now decodes."""
