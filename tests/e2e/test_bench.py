@@ -297,3 +297,94 @@ def test_disk_tier_measures_flush_index_and_load(tiny_models, tmp_path):
     summary = (tmp_path / "out" / "summary.md").read_text()
     assert "3 entries of 64 tokens" in summary and "s per GiB |" in summary and "ms for 3 entries" in summary
     assert not list(tmp_path.glob("tmp*"))  # its files are gone
+
+
+def test_burst_reports_inter_token_gaps_from_the_stream(server, tmp_path):
+    code, results = bench("burst", "--base-url", server.base_url, "--model", "demo", "--n", "3", "--max-tokens", "12",
+                          "--ignore-eos", "--tokenizer", str(build.ARTIFACT_DIR), "--prompt-tokens", "40", "--out", str(tmp_path))
+    assert code == 0
+    records = results["records"]
+    # One gap between consecutive output events; a stream of 12 tokens has at most 11 of them
+    # (fewer when a parser holds text back, as for a tool call the demo model leaves unfinished).
+    assert all(len(r["gaps_s"]) <= r["completion_tokens"] - 1 and min(r["gaps_s"], default=0) >= 0 for r in records)
+    assert any(r["gaps_s"] for r in records)
+    gaps = sorted(gap for r in records for gap in r["gaps_s"])
+    figures = results["runs"][0]["figures"]
+    assert figures["itl_p50_s"] == pytest.approx(statistics.median(gaps))
+    assert gaps[0] <= figures["itl_p95_s"] <= gaps[-1] and figures["itl_p50_s"] <= figures["itl_p95_s"]
+
+
+def test_engine_burst_compares_the_scheduler_at_each_prefill_share_with_the_bare_generator(tmp_path):
+    assert bench_main(["engine-burst", "--size", "tiny", "--n", "2,3", "--prompt-tokens", "16", "--long-every", "2",
+                       "--long-tokens", "40", "--max-tokens", "4", "--prefill-share", "0.5,1", "--rounds", "2",
+                       "--out", str(tmp_path)]) == 0
+    summary = (tmp_path / "summary.md").read_text()
+    assert "every 2th 40 tokens long" in summary and summary.count("### ") == 2
+    for share in ("0.5", "1"):
+        rows = [line for line in summary.splitlines() if line.startswith(f"| {share} |")]
+        assert len(rows) == 2
+        for row in rows:
+            cells = [cell.strip() for cell in row.strip("|").split("|")]
+            rates = [float(v) for v in cells[1].split()]
+            ratios = [float(v) for v in cells[2].split("→")[0].split()]
+            assert len(rates) == len(ratios) == 2 and all(v > 0 for v in rates + ratios)
+
+
+def test_step_profile_says_where_the_workers_step_spends_its_time(tmp_path):
+    assert bench_main(["step", "--profile", "--size", "tiny", "--sequences", "2", "--steps", "6", "--out", str(tmp_path)]) == 0
+    summary = (tmp_path / "summary.md").read_text()
+    rows = [line for line in summary.splitlines() if line.startswith("| ") and line.endswith("% |")]
+    shares = {row.split("|")[1].strip(): float(row.split("|")[3].strip().rstrip("%")) for row in rows}
+    assert any(label.startswith("device work") for label in shares) and any(label.startswith("scheduler") for label in shares)
+    assert sum(shares.values()) == pytest.approx(100, abs=len(shares))  # each share rounded to 1%
+
+
+def _connected_within(port: int, clients: int, seconds: float) -> int:
+    """How many of ``clients`` simultaneous TCP connections to a server complete in ``seconds``."""
+    import select
+    import socket
+
+    sockets = [socket.socket() for _ in range(clients)]
+    try:
+        for sock in sockets:
+            sock.setblocking(False)
+            sock.connect_ex(("127.0.0.1", port))
+        time.sleep(seconds)
+        _, writable, _ = select.select([], sockets, [], 0)
+        return sum(1 for sock in writable if sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR) == 0)
+    finally:
+        for sock in sockets:
+            sock.close()
+
+
+@pytest.mark.parametrize(("module", "expected"), [("router.bench.mlx_lm_server", 40), ("mlx_lm.server", 6)])
+def test_the_bench_runs_mlx_lm_server_with_a_listen_backlog_that_holds_a_burst(tiny_models, tmp_path, module, expected):
+    import os
+    import socket
+
+    import httpx
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    process = subprocess.Popen([sys.executable, "-m", module, "--model", str(tiny_models.path("qwen3")), "--port", str(port)],
+                               env={**os.environ, "HF_HUB_CACHE": str(tmp_path / "hf")}, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/v1/models", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                time.sleep(0.2)
+        # Stopped, the server accepts nothing: only its listen backlog holds connections
+        # (Linux completes one more than the backlog; stock mlx_lm.server listens with 5).
+        process.send_signal(signal.SIGSTOP)
+        try:
+            assert _connected_within(port, 40, 1.0) == expected
+        finally:
+            process.send_signal(signal.SIGCONT)
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
