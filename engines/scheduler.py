@@ -191,9 +191,11 @@ class Scheduler:
         """Run one engine step and collect what every sequence produced."""
         outputs: list[TokenDelta] = []
         self._admit_loaded()
-        self._feed()
+        prefilling = [sequence for sequence in self._by_uid.values() if not sequence.decoding]
+        if self._queued or prefilling:
+            prefilling = self._feed(prefilling)
         if self._by_uid:
-            prompt_responses, responses = self._timed_next()
+            prompt_responses, responses = self._timed_next(prefills=bool(prefilling))
             for response in prompt_responses:
                 self._prefill_progress(response)
                 if response.end_of_segment and not response.end_of_prompt:
@@ -279,20 +281,20 @@ class Scheduler:
         covered = self.prefix_cache.longest(request.prompt_tokens) if self.prefix_cache is not None else 0
         self._queued.push(_Queued(request), remaining=len(request.prompt_tokens) - covered)
 
-    def _feed(self) -> None:
+    def _feed(self, prefilling: list[_Sequence]) -> list[_Sequence]:
         """Move queued requests into the generator, shortest remaining prefill first, as many as
         the next step's prefill budget holds (at least one when nothing prefills), at most
-        ``MAX_PROMPTS`` prefilling and ``max_concurrency`` in the generator."""
-        decoding = sum(1 for sequence in self._by_uid.values() if sequence.decoding)
-        plan = self._policy.plan(decoding)
+        ``MAX_PROMPTS`` prefilling and ``max_concurrency`` in the generator; returns the
+        sequences prefilling now (``prefilling``: those that were)."""
+        plan = self._policy.plan(decoding=len(self._by_uid) - len(prefilling))
         self._generator.prefill_step_size = plan.chunk
-        prefilling = [sequence for sequence in self._by_uid.values() if not sequence.decoding]
+        prefilling = list(prefilling)
         committed = sum(min(sequence.prefill_left, plan.chunk) for sequence in prefilling)
         while self._queued and len(self._by_uid) < self._max_concurrency and len(prefilling) < MAX_PROMPTS:
             queued, remaining = self._queued.peek()
             cost = min(remaining, plan.chunk)
             if plan.budget is not None and prefilling and committed + cost > plan.budget:
-                return
+                break
             self._queued.pop()
             request, hit = queued.request, queued.hit
             if hit is None and self._hold_for_leader(request):
@@ -303,6 +305,7 @@ class Scheduler:
             if sequence is not None:
                 prefilling.append(sequence)
                 committed += min(sequence.prefill_left, plan.chunk)
+        return prefilling
 
     def _hold_for_leader(self, request: AddRequest) -> bool:
         """Whether ``request`` now waits for a prefilling sequence's snapshot of the prefix they share."""
@@ -316,10 +319,10 @@ class Scheduler:
         self._held[request.request_id] = _Held(request, leader_uid, covered, ready_at)
         return True
 
-    def _timed_next(self) -> tuple[list, list]:
+    def _timed_next(self, *, prefills: bool) -> tuple[list, list]:
         """One generator step, its costs told to the prefill policy: split by mlx-lm's counters
-        while prompts prefill, the step's wall time when it only decodes (cheaper to read)."""
-        if self._queued or any(not sequence.decoding for sequence in self._by_uid.values()):
+        when it ``prefills``, the step's wall time when it only decodes (cheaper to read)."""
+        if prefills:
             with self._generator.stats() as cost:
                 produced = self._generator.next()
             self._policy.observe(cost.prompt_tokens, cost.prompt_time, cost.generation_steps, cost.decode_time)
