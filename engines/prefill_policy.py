@@ -19,7 +19,7 @@ waiting prompts; the decoding sequences wait for the whole step. Two decisions f
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
@@ -111,7 +111,7 @@ class AdmissionQueue(Generic[T]):
                 other.overtaken += 1
         return entry.item
 
-    def remove(self, predicate) -> list[T]:
+    def remove(self, predicate: Callable[[T], bool]) -> list[T]:
         """Take out every item for which ``predicate(item)`` holds; returns them."""
         taken = [entry for entry in self._entries if predicate(entry.item)]
         self._entries = [entry for entry in self._entries if not predicate(entry.item)]
