@@ -86,14 +86,10 @@ def _drive(step: Callable[[], list[tuple[object, int, bool]]], count: int) -> Bu
 
 
 def _time_generator(model, prompts: list[list[int]], max_tokens: int, concurrency: int, prefill_step: int) -> BurstRun:
-    from mlx_lm.generate import BatchGenerator
-    from mlx_lm.sample_utils import make_sampler
+    from router.bench.models import bare_generator
 
-    generator = BatchGenerator(model, completion_batch_size=concurrency, prefill_batch_size=min(concurrency, 8),
-                               prefill_step_size=prefill_step)
-    greedy = make_sampler(temp=0.0)
+    generator = bare_generator(model, prompts, max_tokens, width=concurrency, prefill_step=prefill_step)
     try:
-        generator.insert(prompts, max_tokens=[max_tokens] * len(prompts), samplers=[greedy] * len(prompts))
         return _drive(lambda: [(r.uid, 1, r.finish_reason is not None) for r in generator.next()[1]], len(prompts))
     finally:
         generator.close()

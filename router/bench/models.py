@@ -78,3 +78,18 @@ def default_prefix_cache():
 
     config = PrefixCacheConfig()
     return PrefixCache(memory_bytes=int(config.memory_gb * 2**30), min_tokens=config.min_tokens)
+
+
+def bare_generator(model, prompts: list[list[int]], max_tokens: int, *, width: int, prefill_step: int):
+    """mlx-lm's BatchGenerator alone at mlx_lm.server's settings (8 prompts prefilled together,
+    one shared greedy sampler), with ``prompts`` inserted; the caller closes it."""
+    from mlx_lm.generate import BatchGenerator
+    from mlx_lm.sample_utils import make_sampler
+
+    from engines.prefill_policy import MAX_PROMPTS
+
+    generator = BatchGenerator(model, completion_batch_size=width, prefill_batch_size=min(width, MAX_PROMPTS),
+                               prefill_step_size=prefill_step)
+    greedy = make_sampler(temp=0.0)
+    generator.insert(prompts, max_tokens=[max_tokens] * len(prompts), samplers=[greedy] * len(prompts))
+    return generator

@@ -62,12 +62,9 @@ def _ms_per_decode_step(step: Callable[[], list], count: int, profiler: cProfile
 
 
 def _time_generator(model, count: int, steps: int) -> float:
-    from mlx_lm.generate import BatchGenerator
-    from mlx_lm.sample_utils import make_sampler
+    from router.bench.models import bare_generator
 
-    generator = BatchGenerator(model, completion_batch_size=count, prefill_batch_size=min(count, 8), prefill_step_size=512)
-    greedy = make_sampler(temp=0.0)
-    generator.insert(_prompts(count), max_tokens=[steps + LAG_TOKENS] * count, samplers=[greedy] * count)
+    generator = bare_generator(model, _prompts(count), steps + LAG_TOKENS, width=count, prefill_step=512)
     try:
         return _ms_per_decode_step(lambda: generator.next()[1], count)[0]
     finally:
