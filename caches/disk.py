@@ -156,8 +156,9 @@ class DiskTier:
         started = time.monotonic()
         found, unreadable = [], 0
         for path in sorted(self.directory.glob("*" + _SUFFIX)):
-            if path.name.endswith(_PARTIAL):  # a write a crash interrupted
-                path.unlink(missing_ok=True)
+            if path.name.endswith(_PARTIAL):
+                if not _writer_alive(path):  # a write a crash interrupted (not another worker's, mid-write)
+                    path.unlink(missing_ok=True)
                 continue
             try:
                 entry = self._read_header(path)
@@ -273,7 +274,8 @@ class DiskTier:
     def _write(self, item: _Pending) -> DiskEntry:
         tokens = item.tokens
         token_hash = hashlib.sha256(struct.pack(f"<{len(tokens)}I", *tokens)).hexdigest()[:32]
-        temporary = self.directory / f"{token_hash}.{threading.get_ident()}{_PARTIAL}"
+        # The pid: during a reload the old and the new worker of a model share its directory.
+        temporary = self.directory / f"{token_hash}.{os.getpid()}.{threading.get_ident()}{_PARTIAL}"
         arrays, metadata = _serialize(item.layers)
         metadata.update(format=str(FORMAT_VERSION), fingerprint=self.fingerprint, trimmable=str(int(item.trimmable)), floor=str(item.floor),
                         tokens=base64.b64encode(struct.pack(f"<{len(tokens)}I", *tokens)).decode())
@@ -409,6 +411,18 @@ def _deserialize(arrays: dict[str, mx.array], metadata: dict[str, str], quantiza
 
 def _key_order(key: str) -> list[Any]:
     return [int(part) if part.isdigit() else part for part in key.split(".")]
+
+
+def _writer_alive(partial: Path) -> bool:
+    """Whether the process that is writing ``partial`` (its name's second part) still runs."""
+    try:
+        pid = int(partial.name.split(".")[1])
+        os.kill(pid, 0)
+    except (ValueError, IndexError, ProcessLookupError):
+        return False
+    except PermissionError:
+        return True  # a process of another user: not ours to judge
+    return pid != os.getpid()
 
 
 def _file_sha256(path: Path) -> str:

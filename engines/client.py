@@ -23,6 +23,7 @@ import hmac
 import logging
 import os
 import sys
+import time
 from collections import deque
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -99,11 +100,15 @@ class RequestMailbox:
 class WorkerHandle:
     """Owns one worker process and its socket; restarts it when it dies."""
 
-    def __init__(self, spec: WorkerSpec, *, load_timeout_s: float = 600.0) -> None:
+    def __init__(self, spec: WorkerSpec, *, load_timeout_s: float = 600.0, crash_limit: int = 5, crash_window_s: float = 300.0) -> None:
         self.spec = spec
         self.state = WorkerState.STOPPED
         self.last_error: str | None = None
         self.restarts = 0
+        self.gave_up = False  # the supervisor stopped restarting: a first load that failed, or crash_limit reached
+        self._crash_limit = crash_limit
+        self._crash_window_s = crash_window_s
+        self._crashes: deque[float] = deque()  # monotonic times of the crashes inside the window
         self.vocab_size = 0  # from the worker's WorkerReady
         self.exact_snapshots = False  # from WorkerReady: requests should name their turn boundaries
         self._load_timeout_s = load_timeout_s
@@ -196,13 +201,26 @@ class WorkerHandle:
                 return
             if error is not None and attempt == 0 and self.restarts == 0:
                 # The first start failed to load: a config problem, not a crash. Stop trying.
-                self.state = WorkerState.FAILED
+                self.state, self.gave_up = WorkerState.FAILED, True
+                return
+            if self._crashed_too_often():
+                # A worker that keeps dying would loop forever; the operator retries (reload or load).
+                self.state, self.gave_up = WorkerState.FAILED, True
+                self.last_error = f"crashed {len(self._crashes)} times in {self._crash_window_s:.0f}s; last: {self.last_error or 'worker exited'}"
+                logger.error("worker[%s] %s; not restarting it", self.spec.model_id, self.last_error)
                 return
             delay = RESTART_BACKOFF_S[min(attempt, len(RESTART_BACKOFF_S) - 1)]
             logger.warning("worker[%s] died; restarting in %.1fs", self.spec.model_id, delay)
             await asyncio.sleep(delay)
             self.restarts += 1
             attempt = attempt + 1 if error is not None else 0
+
+    def _crashed_too_often(self) -> bool:
+        now = time.monotonic()
+        self._crashes.append(now)
+        while self._crashes and now - self._crashes[0] > self._crash_window_s:
+            self._crashes.popleft()
+        return len(self._crashes) >= self._crash_limit
 
     async def _run_once(self) -> str | None:
         """Spawn, handshake and serve until the worker dies. Returns a load error, if any."""
@@ -245,6 +263,8 @@ class WorkerHandle:
             socket_path.unlink(missing_ok=True)
             if self.state is not WorkerState.STOPPING:
                 self.state = WorkerState.FAILED
+                if self.last_error is None and self._process is not None:
+                    self.last_error = f"worker exited with status {self._process.returncode}"
 
     async def _spawn(self) -> asyncio.subprocess.Process:
         # The spec (with its token) goes in the environment: other local users can read a

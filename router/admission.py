@@ -47,7 +47,7 @@ def admit(handle: ModelHandle, count: int = 1) -> None:
             f"Model {handle.model_id!r} has {handle.inflight} requests in flight (limit {limit}); try again in 1s.",
             retry_after_s=1.0,
         )
-    handle.inflight += count
+    handle.take(count)
     taken.append((handle, count))
 
 
@@ -62,6 +62,6 @@ def release_admissions(app: ASGIApp) -> ASGIApp:
         finally:
             _taken.reset(token)
             for handle, count in taken:
-                handle.inflight -= count
+                handle.give_back(count)
 
     return middleware

@@ -1,10 +1,15 @@
-"""create_app: the Litestar application, its routes, error handlers and the pool's lifespan."""
+"""create_app: the Litestar application, its routes, error handlers, and the lifespan that runs the
+pool and the reload triggers (the file watcher and SIGHUP; ``POST /admin/reload`` is a route)."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+import logging
+import signal
+from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
+from typing import Any
 
 from litestar import Litestar
 from litestar.datastructures import State
@@ -18,23 +23,47 @@ from router.api.openai.completions import CompletionsController
 from router.api.responses.controller import ResponsesController
 from router.admission import release_admissions
 from router.ops.config import RouterConfig, resolve_runtime_dir
-from router.ops.status import StatusController
+from router.ops.admin import AdminController
+from router.ops.reload.reloader import Reloader
+from router.ops.reload.watch import watch_config_file
 from router.errors import handle_exception
 from router.http.body_timeout import BodyTimeoutMiddleware
 from router.pool import ModelPool
 from router.api.responses.store import ResponseStore
 
 
-def create_app(config: RouterConfig, *, runtime_dir: Path | None = None) -> Litestar:
-    """Build the app; workers start in the lifespan, so HTTP answers while models load."""
+logger = logging.getLogger(__name__)
+
+
+def create_app(config: RouterConfig, *, runtime_dir: Path | None = None, config_path: Path | None = None,
+               config_text: str | None = None, env: Mapping[str, str] | None = None,
+               overrides: Mapping[str, Any] | None = None) -> Litestar:
+    """Build the app; workers start in the lifespan, so HTTP answers while models load.
+
+    ``config_path`` is the file reloads read (with the same ``env`` and ``overrides`` the config was
+    loaded with); without it the config is fixed (the demo).
+    """
     pool = ModelPool(config, runtime_dir or resolve_runtime_dir(config.server))
+    reloader = Reloader(pool, config_path, text=config_text, env=env, overrides=overrides)
 
     @contextlib.asynccontextmanager
     async def run_pool(app: Litestar) -> AsyncIterator[None]:
         await pool.start()
+        stop_watching = asyncio.Event()
+        watcher = None
+        if config_path is not None and config.server.watch_config:
+            watcher = asyncio.create_task(watch_config_file(config_path, lambda: reloader.trigger("watch"), stop_event=stop_watching))
+            if reloader.file_changed():  # edited between loading it and watching it
+                reloader.trigger("watch")
+        on_sighup = _add_signal_handler(signal.SIGHUP, lambda: reloader.trigger("sighup")) if config_path is not None else False
         try:
             yield
         finally:
+            if on_sighup:
+                asyncio.get_running_loop().remove_signal_handler(signal.SIGHUP)
+            stop_watching.set()
+            if watcher is not None:
+                await watcher
             await pool.stop()
 
     def provide_pool(state: State) -> ModelPool:
@@ -43,19 +72,33 @@ def create_app(config: RouterConfig, *, runtime_dir: Path | None = None) -> Lite
     def provide_responses(state: State) -> ResponseStore:
         return state.responses
 
+    def provide_reloader(state: State) -> Reloader:
+        return state.reloader
+
     return Litestar(
         route_handlers=[
             HealthController, ModelsController, ChatCompletionsController, CompletionsController,
-            ResponsesController, MessagesController, StatusController,
+            ResponsesController, MessagesController, AdminController,
         ],
         dependencies={
             "pool": Provide(provide_pool, sync_to_thread=False),
             "responses": Provide(provide_responses, sync_to_thread=False),
+            "reloader": Provide(provide_reloader, sync_to_thread=False),
         },
         exception_handlers={Exception: handle_exception},
         middleware=[release_admissions, BodyTimeoutMiddleware(config.server.body_timeout_s)],
         lifespan=[run_pool],
-        state=State({"pool": pool, "responses": ResponseStore()}),
+        state=State({"pool": pool, "responses": ResponseStore(), "reloader": reloader}),
         request_max_body_size=int(config.server.max_body_mb * 1024 * 1024),
         openapi_config=None,
     )
+
+
+def _add_signal_handler(sig: signal.Signals, callback) -> bool:
+    """Handle ``sig`` in the event loop; False where that is impossible (not the main thread, Windows)."""
+    try:
+        asyncio.get_running_loop().add_signal_handler(sig, callback)
+    except (NotImplementedError, RuntimeError, ValueError) as exc:
+        logger.info("no %s handler here (%s): reload with POST /admin/reload", sig.name, exc)
+        return False
+    return True

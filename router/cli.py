@@ -1,4 +1,4 @@
-"""The ``rapid-mlx`` command: serve, validate, models, status, demo build, bench."""
+"""The ``rapid-mlx`` command: serve, validate, models, status, reload, demo build, bench."""
 
 from __future__ import annotations
 
@@ -7,11 +7,12 @@ import logging
 import sys
 from pathlib import Path
 
-from router.ops.config import ConfigError, RouterConfig, load_config, resolve_runtime_dir, single_model_config, validate_file
+from router.ops.config import ConfigError, RouterConfig, resolve_runtime_dir, single_model_config
 
 logger = logging.getLogger("router")
 
 DEMO_MODEL_ID = "demo"
+DEFAULT_URL = "http://127.0.0.1:8000"
 # Greedy and without thinking by default: that is how the demo model calls tools most
 # reliably (engines/demo/README.md), and a model this small rambles when sampled at
 # temperature 1. Clients can still ask for any temperature, or for thinking.
@@ -34,7 +35,10 @@ def main(argv: list[str] | None = None) -> int:
     models.add_argument("--config", type=Path)
 
     status = commands.add_parser("status", help="ask a running server how each model is doing (GET /admin/status)")
-    status.add_argument("--url", default="http://127.0.0.1:8000", help="the server (default http://127.0.0.1:8000)")
+    status.add_argument("--url", default=DEFAULT_URL, help=f"the server (default {DEFAULT_URL})")
+
+    reload = commands.add_parser("reload", help="make a running server reload its config file (POST /admin/reload)")
+    reload.add_argument("--url", default=DEFAULT_URL, help=f"the server (default {DEFAULT_URL})")
 
     demo = commands.add_parser("demo", help="the bundled demo model")
     demo_commands = demo.add_subparsers(dest="demo_command", required=True)
@@ -60,18 +64,35 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "validate":
         return _validate(args.file)
     if args.command == "status":
-        return _status(args.url)
+        from router.ops.status_table import print_status
+
+        return print_status(args.url)
+    if args.command == "reload":
+        from router.ops.status_table import request_reload
+
+        return request_reload(args.url)
     return _models(args.config)
 
 
-def _load(config_path: Path | None, **server_overrides) -> RouterConfig:
+def _load(config_path: Path | None, **server_overrides) -> tuple[RouterConfig, str | None, dict]:
+    """The config to serve, the file's text (None for the demo) and the overrides reloads reapply."""
     overrides = {k: v for k, v in server_overrides.items() if v is not None}
     if config_path is None:
-        return single_model_config(DEMO_MODEL_ID, str(demo_model_path()), model_options=DEMO_MODEL_OPTIONS, **overrides)
-    config = load_config(config_path)
-    if overrides:
-        config = config.model_copy(update={"server": config.server.model_copy(update=overrides)})
-    return config
+        return single_model_config(DEMO_MODEL_ID, str(demo_model_path()), model_options=DEMO_MODEL_OPTIONS, **overrides), None, {}
+    from router.ops.reload.reloader import check_config
+
+    nested = {"server": overrides} if overrides else {}
+    text = _read_config(config_path)
+    return check_config(text, source=str(config_path), overrides=nested), text, nested
+
+
+def _read_config(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise ConfigError([f"{path}: not UTF-8 text"]) from None
+    except OSError as exc:
+        raise ConfigError([f"{path}: cannot read ({exc.strerror or exc})"]) from None
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -82,7 +103,7 @@ def _serve(args: argparse.Namespace) -> int:
     from router.http.header_timeout import header_timeout_protocol
 
     try:
-        config = _load(args.config, host=args.host, port=args.port)
+        config, text, overrides = _load(args.config, host=args.host, port=args.port)
     except ConfigError as exc:
         print(f"{args.config}: invalid configuration:\n{exc}", file=sys.stderr)
         return 1
@@ -93,64 +114,50 @@ def _serve(args: argparse.Namespace) -> int:
         print(f"rapid-mlx: {exc}", file=sys.stderr)
         return 1
     logging.basicConfig(level=config.server.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    app = create_app(config, runtime_dir=runtime_dir)
+    config_path = args.config.absolute() if args.config else None
+    app = create_app(config, runtime_dir=runtime_dir, config_path=config_path, config_text=text, overrides=overrides)
     logger.info("serving %s on http://%s:%d", ", ".join(config.models), config.server.host, config.server.port)
-    uvicorn.run(
-        app, host=config.server.host, port=config.server.port, log_level=config.server.log_level, timeout_graceful_shutdown=10,
-        http=header_timeout_protocol(config.server.header_timeout_s),
-    )
-    return 0
+    server = _graceful_server_class()(uvicorn.Config(
+        app, host=config.server.host, port=config.server.port, log_level=config.server.log_level,
+        timeout_graceful_shutdown=int(config.server.drain_timeout_s), http=header_timeout_protocol(config.server.header_timeout_s),
+    ))
+    server.run()
+    return 0 if server.started else 1
+
+
+def _graceful_server_class():
+    import uvicorn
+
+    class GracefulServer(uvicorn.Server):
+        """SIGTERM and SIGINT stop accepting, let requests finish (drain_timeout_s), stop the
+        workers with their caches flushed, and exit 0: a service manager sees a clean stop."""
+
+        def handle_exit(self, sig, frame) -> None:
+            super().handle_exit(sig, frame)
+            # uvicorn re-raises a captured signal after its shutdown, which would end the process
+            # by the signal (status -15) after everything was already stopped cleanly.
+            self._captured_signals.clear()
+
+    return GracefulServer
 
 
 def _validate(path: Path) -> int:
-    errors = validate_file(path)
-    if errors:
-        print("\n".join(errors), file=sys.stderr)
-        return 1
-    print(f"{path}: ok")
-    return 0
-
-
-def _status(url: str) -> int:
-    """Print each model's state, load and prefix cache, as the server reports them."""
-    import httpx
+    """The checks a reload runs: the schema, then every pinned parser name."""
+    from router.ops.reload.reloader import check_config
 
     try:
-        response = httpx.get(url.rstrip("/") + "/admin/status", timeout=10)
-        response.raise_for_status()
-    except httpx.HTTPError as exc:
-        print(f"rapid-mlx status: {url}: {exc}", file=sys.stderr)
+        check_config(_read_config(path), source=str(path))
+    except ConfigError as exc:
+        print("\n".join(exc.errors), file=sys.stderr)
         return 1
-    for model_id, model in response.json()["models"].items():
-        print(f"{model_id}: {model['state']}, pid {model['pid']}, restarts {model['restarts']}")
-        if model.get("last_error"):
-            print(f"  last error: {model['last_error']}")
-        if "running" in model:
-            print(f"  running {model['running']}, waiting {model['waiting']}")
-        cache = model.get("prefix_cache")
-        if cache:
-            ratio = "-" if cache["hit_ratio"] is None else f"{100 * cache['hit_ratio']:.1f}%"
-            print(f"  prefix cache: {cache['entries']} entries, {cache['bytes'] / 2**20:.1f} of {cache['budget_bytes'] / 2**20:.0f} MiB, "
-                  f"hit ratio {ratio} ({cache['hit_tokens']} of {cache['lookup_tokens']} prompt tokens), "
-                  f"{cache['evictions']} evictions, {cache['shared_prefill_tokens']} tokens shared in flight")
-            disk = cache.get("disk")
-            if disk:
-                print(f"  on disk: {disk['entries']} entries, {disk['bytes'] / 2**20:.1f} of {disk['budget_bytes'] / 2**20:.0f} MiB, "
-                      f"{disk['hits']} hits ({disk['hit_tokens']} tokens), {disk['queue_depth']} queued, "
-                      f"{disk['dropped_writes']} dropped, {disk['failed_writes']} failed writes")
-        elif "running" in model:
-            print("  prefix cache: off")
-        kv = model.get("kv_cache")
-        if kv:
-            precision = f"{kv['bits']}-bit" if kv["bits"] else "unquantized"
-            print(f"  kv cache: {precision}, {kv['bytes'] / 2**20:.1f} MiB in use ({kv['quantized_bytes'] / 2**20:.1f} MiB quantized)")
+    print(f"{path}: ok")
     return 0
 
 
 def _models(config_path: Path | None) -> int:
     """Print each model with the output parsers it gets and why."""
     try:
-        config = _load(config_path)
+        config, _, _ = _load(config_path)
     except ConfigError as exc:
         print(str(exc), file=sys.stderr)
         return 1

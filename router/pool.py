@@ -1,9 +1,15 @@
-"""The model registry: name/alias → ModelHandle, worker lifecycles.
+"""The model registry and every model's lifecycle: load, unload, the memory budget, reloads.
 
-Each configured model gets a ModelHandle holding its tokenizer (the router owns the text
-side) and a WorkerHandle (the engine process). Names resolve by exact id, then exact
-alias, then glob alias in file order. Counting requests against a model's limits is
-``router/admission.py``'s job.
+Names resolve by exact id, then exact alias, then glob alias in file order. A model loads at
+start (``preload``) or on its first request; concurrent first requests load it once. Under
+``[server] memory_budget_gb`` a model that does not fit unloads idle unpinned models, least
+recently used first (router/ops/memory.py decides which). ``ttl`` unloads a model left idle.
+
+A reload hands ``apply`` the new config and the per-model diff (router/ops/reload/diff.py):
+router-only changes are applied to the live handle; an engine change starts a new worker and
+switches routing to it once it is ready, while requests on the old one finish (bounded by
+``[server] drain_timeout_s``); a removed model drains, then stops. Counting requests against a
+model's limits is ``router/admission.py``'s job.
 
 Worker sockets live in the private runtime dir under names unique to this router instance,
 and every worker gets a secret token it must show when it connects.
@@ -18,7 +24,7 @@ import json
 import logging
 import secrets
 import time
-from dataclasses import dataclass, field
+from collections.abc import Coroutine, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,10 +34,15 @@ from engines.client import WorkerHandle, WorkerState
 from engines.errors import WorkerLoadError, WorkerNotReadyError
 from engines.protocol import WorkerSpec
 from router.errors import ModelNotFoundError, ModelUnavailableError
+from router.handle import ModelHandle, ModelState
 from router.model_files import ModelFilesError, read_max_context, resolve_model_path
 from router.ops.config import ModelConfig, RouterConfig
+from router.ops.memory import GB, MemoryEstimate, Resident, estimate_memory, no_room_message, plan_eviction
+from router.ops.reload.diff import ENGINE_FIELDS, RESTART_FIELDS, ModelChange
 from router.ops.runtime_dir import prepare_runtime_dir
-from router.turn.parser_choice import ParserChoice, ParserConfigError, choose_parsers, prompt_opens_thinking
+from router.turn.parser_choice import ParserChoice, ParserConfigError, choose_parsers
+
+__all__ = ["LOAD_WAIT_S", "ModelHandle", "ModelPool", "ModelState"]
 
 logger = logging.getLogger(__name__)
 
@@ -40,62 +51,7 @@ STOP_TIMEOUT_S = 10.0  # for a worker to exit after Shutdown, beyond its prefix 
 # How long a request waits for a model that is starting (lazy load or first start)
 # before it gets 503 + Retry-After; a crashed worker's backoff window answers 503 at once.
 LOAD_WAIT_S = 120.0
-
-
-@dataclass
-class ModelHandle:
-    """Everything the router knows about one configured model."""
-
-    model_id: str
-    config: ModelConfig
-    created: int
-    worker: WorkerHandle | None = None
-    tokenizer: Any = None  # mlx_lm TokenizerWrapper, loaded with the worker
-    max_context: int = 0
-    inflight: int = 0
-    heartbeat_s: float = 5.0  # [server] keepalive_s
-    allow_request_chat_template: bool = False  # [server] allow_request_chat_template
-    chat_template_timeout_s: float = 10.0  # [server] chat_template_timeout_s
-    load_error: str | None = None
-    parsers: ParserChoice | None = None  # chosen when the tokenizer loads
-    _load_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
-    _token_text: dict[int, str] = field(default_factory=dict)
-
-    @property
-    def state(self) -> str:
-        if self.load_error is not None:
-            return "failed"
-        return self.worker.state.value if self.worker else WorkerState.STOPPED.value
-
-    @property
-    def vocab_size(self) -> int:
-        """Rows of the model's logits, as its worker reported them (0 before it is ready)."""
-        return self.worker.vocab_size if self.worker else 0
-
-    @property
-    def wants_turn_boundaries(self) -> bool:
-        """Whether requests should tell the worker where their chat turns end (its prefix cache
-        can only reuse exact snapshot points: a hybrid or sliding-window model)."""
-        return self.worker.exact_snapshots if self.worker else False
-
-    @property
-    def tool_parser(self) -> str | None:
-        return self.parsers.tool_parser if self.parsers else None
-
-    @property
-    def reasoning_parser(self) -> str | None:
-        return self.parsers.reasoning_parser if self.parsers else None
-
-    def prompt_opens_thinking(self, prompt_text: str) -> bool:
-        """Whether the rendered prompt already opened a think block (the output starts inside it)."""
-        return prompt_opens_thinking(prompt_text, self.reasoning_parser)
-
-    def token_text(self, token_id: int) -> str:
-        """Decoded text of one token (cached: logprobs ask for it on every step)."""
-        text = self._token_text.get(token_id)
-        if text is None:
-            text = self._token_text[token_id] = self.tokenizer.decode([token_id])
-        return text
+TTL_CHECK_S = 1.0  # how often idle models are checked against their ttl
 
 
 class ModelPool:
@@ -106,15 +62,11 @@ class ModelPool:
         self._runtime_dir = runtime_dir
         # Socket names carry it, so two routers sharing a runtime dir never meet.
         self._instance = secrets.token_hex(4)
-        now = int(time.time())
-        self.handles = {
-            model_id: ModelHandle(
-                model_id, model_config, now, heartbeat_s=config.server.keepalive_s,
-                allow_request_chat_template=config.server.allow_request_chat_template,
-                chat_template_timeout_s=config.server.chat_template_timeout_s,
-            )
-            for model_id, model_config in config.models.items()
-        }
+        self.handles = {model_id: self._new_handle(model_id, model_config) for model_id, model_config in config.models.items()}
+        self._retiring: set[ModelHandle] = set()  # removed or replaced, draining towards their stop
+        self._replacing: dict[str, tuple[ModelHandle, asyncio.Task]] = {}  # model id → its next worker, loading
+        self._budget_lock = asyncio.Lock()  # one budget decision at a time, held until the worker exists
+        self._tasks: set[asyncio.Task] = set()
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -123,16 +75,19 @@ class ModelPool:
         prepare_runtime_dir(self._runtime_dir)
         for handle in self.handles.values():
             if handle.config.preload:
-                asyncio.create_task(self._ensure_started_logged(handle), name=f"preload[{handle.model_id}]")
+                self._spawn(self._load_logged(handle), f"preload[{handle.model_id}]")
+        self._spawn(self._unload_expired(), "ttl")
 
     async def stop(self) -> None:
-        # A worker writes its prefix cache's queue to disk before it exits: give it that time.
-        await asyncio.gather(*(h.worker.stop(timeout_s=STOP_TIMEOUT_S + h.worker.spec.prefix_cache_flush_timeout_s)
-                               for h in self.handles.values() if h.worker is not None))
+        """Stop every worker; each writes its prefix cache's queue to disk before it exits."""
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await asyncio.gather(*(self._stop_worker(h.worker) for h in self._every_handle() if h.worker is not None))
 
     def is_ready(self) -> bool:
         """True when every preloaded model is serving (the /ready contract)."""
-        return all(h.state == WorkerState.READY.value for h in self.handles.values() if h.config.preload)
+        return all(h.serving for h in self.handles.values() if h.config.preload)
 
     # ------------------------------------------------------------------ routing
 
@@ -148,55 +103,293 @@ class ModelPool:
                 return handle
         raise ModelNotFoundError(name)
 
-    async def ensure_ready(self, handle: ModelHandle) -> None:
-        """Start the model if needed and wait for it, within LOAD_WAIT_S."""
-        if handle.load_error is not None:
-            raise ModelUnavailableError(f"Model {handle.model_id!r} failed to load: {handle.load_error}", retry_after_s=30.0)
-        if handle.worker is not None and handle.worker.state is WorkerState.FAILED:
-            raise ModelUnavailableError(f"Model {handle.model_id!r} is restarting after a crash.", retry_after_s=2.0)
-        if handle.worker is not None and handle.worker.state is WorkerState.READY:
+    async def ensure_started(self, handle: ModelHandle) -> None:
+        """Load the model's files and tokenizer and start its worker, unless it has one.
+
+        Returns without starting anything for a retired handle: the caller resolves the name again.
+
+        Raises:
+            ModelUnavailableError: the model failed, is unloading, is restarting after a crash,
+                or does not fit the memory budget (503 with Retry-After).
+        """
+        _raise_if_unavailable(handle)
+        if handle.worker is not None or handle.retired:
+            return
+        async with handle._load_lock:
+            if handle.worker is None and not handle.retired:
+                await self._prepare(handle)
+
+    async def ensure_ready(self, handle: ModelHandle, timeout_s: float | None = LOAD_WAIT_S) -> None:
+        """Start the model if needed and wait until it serves, within ``timeout_s``."""
+        await self.ensure_started(handle)
+        if handle.worker is None:  # retired meanwhile
             return
         try:
-            await asyncio.wait_for(self._ensure_started(handle), timeout=LOAD_WAIT_S)
-        except TimeoutError:
+            await handle.worker.wait_ready(timeout_s)
+        except WorkerNotReadyError:
             raise ModelUnavailableError(f"Model {handle.model_id!r} is still loading.", retry_after_s=10.0) from None
-        except (WorkerLoadError, WorkerNotReadyError, ModelFilesError) as exc:
-            raise ModelUnavailableError(f"Model {handle.model_id!r} is unavailable: {exc}", retry_after_s=5.0) from None
+        except WorkerLoadError as exc:
+            if handle.retired:
+                return
+            raise ModelUnavailableError(f"Model {handle.model_id!r} failed to load: {handle.last_error or exc}", retry_after_s=30.0) from None
+
+    # ------------------------------------------------------------------ operator actions
+
+    async def load(self, model_id: str) -> ModelHandle:
+        """Load a model now (``POST /admin/models/{id}/load``), retrying one that failed."""
+        handle = self._configured(model_id)
+        self.clear_failure(handle)
+        await self.ensure_ready(handle)
+        return handle
+
+    async def unload(self, model_id: str) -> ModelHandle:
+        """Drain and stop a model's worker (``POST /admin/models/{id}/unload``); it loads again on demand."""
+        handle = self._configured(model_id)
+        await self._unload(handle, "unloaded by an operator")
+        return handle
+
+    def clear_failure(self, handle: ModelHandle) -> None:
+        """Forget why the model failed, so its next load tries again."""
+        handle.load_error = handle.replacement_error = None
+        if handle.worker is not None and handle.worker.gave_up:
+            handle.worker = None  # its process is gone and its supervisor has stopped
+
+    # ------------------------------------------------------------------ reload
+
+    def running_configs(self) -> dict[str, ModelConfig]:
+        """Each model's config as it is being applied: a replacement in progress counts as applied."""
+        return {model_id: (self._replacing[model_id][0] if model_id in self._replacing else handle).config
+                for model_id, handle in self.handles.items()}
+
+    def replacement_of(self, model_id: str) -> ModelHandle | None:
+        """The worker a reload is starting for ``model_id``, until it takes over."""
+        pending = self._replacing.get(model_id)
+        return pending[0] if pending else None
+
+    def draining(self, model_id: str) -> list[ModelHandle]:
+        """Workers of ``model_id`` that no longer take requests and stop once theirs end."""
+        return [h for h in self._retiring if h.model_id == model_id and h.worker is not None]
+
+    def apply(self, config: RouterConfig, changes: list[ModelChange]) -> None:
+        """Make the pool follow ``config``; ``changes`` is its diff against ``running_configs()``.
+
+        Returns once routing follows the new file; replacements load, and old workers drain, in
+        the background. Failed models whose config did not change are retried too.
+        """
+        old_server = self.config.server
+        # Settings bound at start (the socket, the app's limits) keep running as they are.
+        server = config.server.model_copy(update={name: getattr(old_server, name) for name in RESTART_FIELDS})
+        self.config = config.model_copy(update={"server": server})
+        if server.log_level != old_server.log_level:
+            logging.getLogger().setLevel(server.log_level.upper())
+        by_id = {change.model_id: change for change in changes}
+        handles: dict[str, ModelHandle] = {}
+        for model_id, model_config in config.models.items():
+            handle, change = self.handles.get(model_id), by_id.get(model_id)
+            if handle is None:
+                handle = self._new_handle(model_id, model_config)
+            elif change is not None and change.kind == "engine":
+                handle = self._replace(handle, model_config)
+            else:
+                self._update_live(handle, model_config, change)
+            self.clear_failure(handle)
+            if model_config.preload and handle.state is ModelState.UNLOADED and handle.worker is None:
+                self._spawn(self._load_logged(handle), f"preload[{model_id}]")
+            handles[model_id] = handle
+        for model_id, handle in self.handles.items():
+            if model_id not in config.models:
+                self._cancel_replacement(model_id)
+                self._retire(handle, "removed from the config")
+        self.handles = handles
+
+    def _update_live(self, handle: ModelHandle, config: ModelConfig, change: ModelChange | None) -> None:
+        """Router-only settings: the worker is untouched (a replacement in progress gets them too)."""
+        self._apply_server_settings(handle)
+        pending = self._replacing.get(handle.model_id)
+        if change is None:
+            if pending is not None:
+                self._apply_server_settings(pending[0])
+            return
+        if pending is not None:
+            self._set_router_config(pending[0], config, change)
+            # The serving worker keeps its own engine settings until the replacement takes over.
+            config = config.model_copy(update={name: getattr(handle.config, name) for name in ENGINE_FIELDS})
+        self._set_router_config(handle, config, change)
+
+    def _set_router_config(self, handle: ModelHandle, config: ModelConfig, change: ModelChange) -> None:
+        handle.config = config
+        self._apply_server_settings(handle)
+        if {"tool_parser", "reasoning_parser"} & set(change.fields) and handle.tokenizer is not None and handle.model_path:
+            handle.parsers = _parsers_for(handle, handle.model_path)
+
+    def _replace(self, old: ModelHandle, config: ModelConfig) -> ModelHandle:
+        """Start a worker with the new engine settings; returns the handle to route to now."""
+        self._cancel_replacement(old.model_id)
+        new = self._new_handle(old.model_id, config)
+        if old.state not in (ModelState.LOADED, ModelState.IDLE):
+            # Nothing is served by the old worker (none, loading, failed): switch at once.
+            self._retire(old, "replaced by a reload")
+            return new
+        new.replaces = old
+        task = self._spawn(self._switch_when_ready(old, new), f"replace[{old.model_id}]")
+        self._replacing[old.model_id] = (new, task)
+        return old
+
+    async def _switch_when_ready(self, old: ModelHandle, new: ModelHandle) -> None:
+        model_id = old.model_id
+        try:
+            await self.ensure_ready(new, timeout_s=None)
+        except ModelUnavailableError as exc:
+            old.replacement_error = f"a reload's new worker did not start ({exc.message}); the previous one keeps serving"
+            logger.error("model %s: %s", model_id, old.replacement_error)
+            self._replacing.pop(model_id, None)
+            self._retire(new, "its replacement failed")
+            return
+        self._replacing.pop(model_id, None)
+        new.replaces = None
+        if self.handles.get(model_id) is old:
+            self.handles[model_id] = new
+            logger.info("model %s: routing to the new worker (pid %s); draining the old one (pid %s)",
+                        model_id, new.worker.pid, old.worker.pid if old.worker else None)
+            self._retire(old, "replaced by a reload")
+        else:
+            self._retire(new, "removed before its replacement was ready")
+
+    def _cancel_replacement(self, model_id: str) -> None:
+        pending = self._replacing.pop(model_id, None)
+        if pending is not None:
+            handle, task = pending
+            task.cancel()
+            self._retire(handle, "superseded by a newer reload")
+
+    def _retire(self, handle: ModelHandle, reason: str) -> None:
+        """Stop routing to ``handle``; its worker stops once its requests end (or drain_timeout_s)."""
+        handle.retired = True
+        self._retiring.add(handle)
+
+        async def drain_and_stop() -> None:
+            try:
+                await self._unload(handle, reason)
+            finally:
+                self._retiring.discard(handle)
+
+        self._spawn(drain_and_stop(), f"retire[{handle.model_id}]")
 
     # ------------------------------------------------------------------ internal
 
-    async def _ensure_started_logged(self, handle: ModelHandle) -> None:
-        try:
-            await self._ensure_started(handle)
-        except (WorkerLoadError, ModelFilesError, OSError) as exc:
-            logger.error("model %s failed to load: %s", handle.model_id, exc)
+    def _new_handle(self, model_id: str, config: ModelConfig) -> ModelHandle:
+        handle = ModelHandle(model_id, config, int(time.time()))
+        self._apply_server_settings(handle)
+        return handle
 
-    async def _ensure_started(self, handle: ModelHandle) -> None:
-        async with handle._load_lock:
-            if handle.worker is None:
-                await self._prepare(handle)
+    def _apply_server_settings(self, handle: ModelHandle) -> None:
+        server = self.config.server
+        handle.heartbeat_s = server.keepalive_s
+        handle.allow_request_chat_template = server.allow_request_chat_template
+        handle.chat_template_timeout_s = server.chat_template_timeout_s
+
+    def _configured(self, model_id: str) -> ModelHandle:
+        if model_id not in self.handles:
+            raise ModelNotFoundError(model_id)
+        return self.handles[model_id]
+
+    def _every_handle(self) -> Iterator[ModelHandle]:
+        yield from self.handles.values()
+        yield from list(self._retiring)
+        yield from (handle for handle, _ in list(self._replacing.values()))
+
+    def _spawn(self, coroutine: Coroutine[Any, Any, None], name: str) -> asyncio.Task:
+        task = asyncio.create_task(coroutine, name=name)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    async def _load_logged(self, handle: ModelHandle) -> None:
         try:
-            await handle.worker.wait_ready()
-        except WorkerLoadError as exc:
-            # The first start failed: a bad checkpoint, not a crash; keep the reason for every request.
-            handle.load_error = str(exc)
-            raise
+            await self.ensure_ready(handle, timeout_s=None)
+        except ModelUnavailableError as exc:
+            logger.error("model %s did not load: %s", handle.model_id, exc.message)
+
+    async def _unload(self, handle: ModelHandle, reason: str) -> None:
+        """Take no new requests, wait for those in flight (drain_timeout_s), stop the worker."""
+        worker = handle.worker
+        if worker is None:
+            return
+        handle.draining = True
+        try:
+            drain_s = self.config.server.drain_timeout_s
+            if not await handle.wait_idle(drain_s):
+                logger.warning("model %s: %d requests still in flight after %.0fs; stopping its worker",
+                               handle.model_id, handle.inflight, drain_s)
+            await self._stop_worker(worker)
+        finally:
+            if handle.worker is worker:
+                handle.worker = None
+            handle.draining = False
+        logger.info("model %s: worker (pid %s) stopped: %s", handle.model_id, worker.pid, reason)
+
+    async def _unload_expired(self) -> None:
+        """Unload models idle longer than their ttl (pinned ones never)."""
+        while True:
+            await asyncio.sleep(TTL_CHECK_S)
+            now = time.monotonic()
+            for handle in list(self.handles.values()):
+                ttl = handle.config.ttl
+                if ttl > 0 and not handle.config.pin and handle.state is ModelState.IDLE and now - handle.last_used > ttl:
+                    await self._unload(handle, f"idle for {ttl:g}s (ttl)")
+
+    @staticmethod
+    async def _stop_worker(worker: WorkerHandle) -> None:
+        # A worker writes its prefix cache's queue to disk before it exits: give it that time.
+        await worker.stop(timeout_s=STOP_TIMEOUT_S + worker.spec.prefix_cache_flush_timeout_s)
 
     async def _prepare(self, handle: ModelHandle) -> None:
-        """Resolve files and load the tokenizer (in a thread), then create and start the worker."""
+        """Resolve files, fit the memory budget, load the tokenizer, then create and start the worker."""
         offline = self.config.server.offline
         try:
             path = await anyio.to_thread.run_sync(lambda: resolve_model_path(handle.config.path, offline=offline))
-            handle.tokenizer = await anyio.to_thread.run_sync(lambda: _load_tokenizer(path))
-            handle.parsers = _parsers_for(handle, path)
-        except (ModelFilesError, ParserConfigError) as exc:
+            max_context = read_max_context(path, handle.config.max_context)
+            memory = estimate_memory(path, handle.config, max_context)
+        except (ModelFilesError, OSError, ValueError) as exc:
             handle.load_error = str(exc)
-            raise ModelFilesError(str(exc)) from None
-        handle.max_context = read_max_context(path, handle.config.max_context)
-        spec = WorkerSpec(
+            raise ModelUnavailableError(f"Model {handle.model_id!r} is unavailable: {exc}", retry_after_s=30.0) from None
+        # Held until the worker exists, so two loads never both count on the same free memory.
+        async with self._budget_lock:
+            await self._make_room(handle, memory)
+            try:
+                handle.tokenizer = await anyio.to_thread.run_sync(lambda: _load_tokenizer(path))
+                handle.parsers = _parsers_for(handle, path)
+            except (ModelFilesError, ParserConfigError) as exc:
+                handle.load_error = str(exc)
+                raise ModelUnavailableError(f"Model {handle.model_id!r} is unavailable: {exc}", retry_after_s=30.0) from None
+            handle.model_path, handle.max_context, handle.memory = path, max_context, memory
+            handle.worker = WorkerHandle(self._worker_spec(handle, path), crash_limit=self.config.server.crash_limit,
+                                         crash_window_s=self.config.server.crash_window_s)
+            handle.worker.start()
+        logger.info("model %s: starting its worker (memory estimate %s)", handle.model_id, memory.describe())
+
+    async def _make_room(self, handle: ModelHandle, memory: MemoryEstimate) -> None:
+        """Unload idle unpinned models until ``handle`` fits the budget, or refuse with the reason."""
+        budget = int(self.config.server.memory_budget_gb * GB)
+        if budget <= 0:
+            return
+        # The worker a replacement takes over from is on its way out: it does not count.
+        resident = [_resident(h) for h in self._every_handle()
+                    if h is not handle and h is not handle.replaces and h.worker is not None and h.memory is not None]
+        victims = plan_eviction(resident, memory.total_bytes, budget)
+        if victims is None:
+            raise ModelUnavailableError(no_room_message(handle.model_id, memory, budget, resident), retry_after_s=30.0)
+        by_id = {h.model_id: h for h in self.handles.values()}
+        for victim in victims:
+            logger.info("model %s: unloading idle %s to fit the memory budget", handle.model_id, victim.model_id)
+            await self._unload(by_id[victim.model_id], f"made room for {handle.model_id} (memory_budget_gb)")
+
+    def _worker_spec(self, handle: ModelHandle, path: Path) -> WorkerSpec:
+        return WorkerSpec(
             model_id=handle.model_id,
             model_path=str(path),
-            socket_path=str(self._runtime_dir / _socket_name(handle.model_id, self._instance)),
+            # One name per worker: a reload's new worker starts while the old one still serves.
+            socket_path=str(self._runtime_dir / _socket_name(handle.model_id, self._instance + secrets.token_hex(2))),
             token=secrets.token_hex(16),
             max_concurrency=handle.config.max_concurrency,
             prefill_step=handle.config.prefill_step,
@@ -205,8 +398,23 @@ class ModelPool:
             **_prefix_cache_spec(handle.config.prefix_cache, self._runtime_dir / "prefix-cache" / handle.model_id),
             **_kv_cache_spec(handle.config.kv_cache),
         )
-        handle.worker = WorkerHandle(spec)
-        handle.worker.start()
+
+
+def _raise_if_unavailable(handle: ModelHandle) -> None:
+    state = handle.state
+    if state is ModelState.FAILED:
+        raise ModelUnavailableError(f"Model {handle.model_id!r} failed to load: {handle.last_error}", retry_after_s=30.0)
+    if state is ModelState.DRAINING and not handle.retired:
+        raise ModelUnavailableError(f"Model {handle.model_id!r} is unloading; it loads again after.", retry_after_s=2.0)
+    if handle.worker is not None and handle.worker.state is WorkerState.FAILED:
+        raise ModelUnavailableError(f"Model {handle.model_id!r} is restarting after a crash.", retry_after_s=2.0)
+
+
+def _resident(handle: ModelHandle) -> Resident:
+    state = handle.state
+    why = "pinned" if handle.config.pin else {ModelState.LOADED: "busy"}.get(state, state.value)
+    evictable = state is ModelState.IDLE and not handle.config.pin and not handle.retired
+    return Resident(handle.model_id, handle.memory.total_bytes, handle.last_used, evictable, "" if evictable else why)
 
 
 def _prefix_cache_spec(config, default_dir: Path) -> dict[str, Any]:

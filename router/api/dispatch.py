@@ -14,10 +14,13 @@ from router.turn.turn import Turn, TurnEnd, TurnEvent
 async def open_model(pool: ModelPool, name: str, *, generations: int = 1) -> ModelHandle:
     """Resolve ``name`` (404), make sure the model serves (503) and take room for the
     request's generations (429), held until its HTTP exchange ends."""
-    handle = pool.resolve(name)
-    await pool.ensure_ready(handle)
-    admit(handle, generations)
-    return handle
+    while True:
+        handle = pool.resolve(name)
+        await pool.ensure_ready(handle)
+        # A reload may have replaced or removed the model while this request waited: ask again.
+        if not handle.retired:
+            admit(handle, generations)
+            return handle
 
 
 async def run_whole_turn(turn: Turn, apply: Callable[[TurnEvent], object]) -> TurnEnd | None:

@@ -21,7 +21,7 @@ class HealthController(Controller):
     @get_or_head("/ready")
     async def ready(self, pool: ModelPool) -> Response[dict[str, Any]]:
         """Ready: every preloaded model serves; 503 until then, with each model's state."""
-        states = {model_id: handle.state for model_id, handle in pool.handles.items()}
+        states = {model_id: handle.state.value for model_id, handle in pool.handles.items()}
         ready = pool.is_ready()
         return Response({"status": "ready" if ready else "loading", "models": states}, status_code=200 if ready else 503)
 

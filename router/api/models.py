@@ -24,7 +24,7 @@ def model_entry(handle: ModelHandle, name: str | None = None) -> dict[str, Any]:
         "created_at": datetime.fromtimestamp(handle.created, tz=timezone.utc).isoformat().replace("+00:00", "Z"),
         "lifecycle": "active",
         "max_context": handle.max_context or None,
-        "state": handle.state,
+        "state": handle.state.value,
     }
 
 

@@ -89,3 +89,14 @@ def prompt_opens_thinking(prompt_text: str, reasoning_parser: str | None) -> boo
     last_open = max((prompt_text.rfind(tag) for tag in opens), default=-1)
     last_close = max((prompt_text.rfind(tag) for tag in closes), default=-1)
     return last_open > last_close
+
+
+def pin_problems(model_id: str, *, tool_parser: str, reasoning_parser: str) -> list[str]:
+    """One line per pinned parser name that is unknown, named by its TOML path (for validate and reload)."""
+    problems = []
+    for key, value, canonical in (("tool_parser", tool_parser, tool_parser_name), ("reasoning_parser", reasoning_parser, reasoning_parser_name)):
+        try:
+            _pin(value, canonical)
+        except ParserConfigError as exc:
+            problems.append(f"models.{model_id}.{key}: {exc}")
+    return problems

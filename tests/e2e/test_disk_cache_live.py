@@ -90,7 +90,7 @@ def test_a_sigkilled_worker_comes_back_to_its_entries_on_disk(servers, tiny_mode
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:  # the router restarts it
         state = httpx.get(live.base_url + "/admin/status", timeout=10).json()["models"]["attention"]
-        if state["state"] == "ready" and state["restarts"] >= 1:
+        if state["state"] == "idle" and state["restarts"] >= 1:
             break
         time.sleep(0.1)
     text, cached, _ = ask(live, "attention", session[2])

@@ -31,9 +31,9 @@ def chat(model: str) -> dict:
 def test_lazy_model_loads_on_first_request(server):
     with httpx.Client(base_url=server.base_url, timeout=120) as http:
         states = http.get("/ready").json()["models"]
-        assert states["eager"] == "ready" and states["lazy"] == "stopped"
+        assert states["eager"] == "idle" and states["lazy"] == "unloaded"
         assert http.post("/v1/chat/completions", json=chat("lazy")).status_code == 200
-        assert http.get("/ready").json()["models"]["lazy"] == "ready"
+        assert http.get("/ready").json()["models"]["lazy"] == "idle"
 
 
 @pytest.mark.parametrize(("model", "reason"), [("broken", "no config.json"), ("missing", "offline = true"), ("corrupt", "failed to load model")])
@@ -54,8 +54,8 @@ def test_sigterm_stops_the_router_and_its_workers(servers, tiny_models):
     live = servers.start({"one": {"path": str(tiny_models.path("qwen3"))}})
     worker = live.worker_pid("one")
     live.process.send_signal(signal.SIGTERM)
-    # uvicorn shuts down gracefully, then re-raises the signal, so the exit status is -SIGTERM.
-    assert live.process.wait(timeout=30) == -signal.SIGTERM
+    # A graceful stop is a clean exit for a service manager.
+    assert live.process.wait(timeout=30) == 0
     assert "Application shutdown complete" in live.log()
     with pytest.raises(ProcessLookupError):
         for _ in range(50):  # the pool stopped the worker during the shutdown

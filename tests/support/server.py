@@ -24,6 +24,22 @@ class LiveServer:
     port: int
     log_path: Path
     runtime_dir: Path
+    config_path: Path  # the path the server was given (a symlink, when started with symlink=True)
+    config: dict  # the TOML it serves, as written
+
+    def write_config(self, models: dict[str, dict] | None = None, *, server: dict | None = None) -> None:
+        """Rewrite the config file in place (through the symlink, if it is one) with these tables."""
+        if models is not None:
+            self.config["models"] = models
+        if server:
+            self.config["server"].update(server)
+        self.config_path.write_text(tomli_w.dumps(self.config))
+
+    def admin(self, path: str = "/admin/status", method: str = "GET") -> httpx.Response:
+        return httpx.request(method, self.base_url + path, timeout=180)
+
+    def status(self) -> dict:
+        return self.admin().json()
 
     @property
     def base_url(self) -> str:
@@ -87,21 +103,27 @@ class ServerFactory:
         self._root = root
         self._servers: list[LiveServer] = []
 
-    def start(self, models: dict[str, dict], *, server: dict | None = None, wait: bool = True) -> LiveServer:
-        """Write a config with these ``[models.*]`` tables and serve it."""
+    def start(self, models: dict[str, dict], *, server: dict | None = None, wait: bool = True, symlink: bool = False) -> LiveServer:
+        """Write a config with these ``[models.*]`` tables and serve it (through a symlink if asked)."""
         index = len(self._servers)
         runtime_dir = self._root / f"run{index}"
         port = free_port()
         config = {"server": {"port": port, "runtime_dir": str(runtime_dir), "offline": True, **(server or {})}, "models": models}
         config_path = self._root / f"config{index}.toml"
-        config_path.write_text(tomli_w.dumps(config))
+        if symlink:
+            target = self._root / f"targets{index}" / "v1.toml"
+            target.parent.mkdir()
+            target.write_text(tomli_w.dumps(config))
+            config_path.symlink_to(target)
+        else:
+            config_path.write_text(tomli_w.dumps(config))
         log_path = self._root / f"server{index}.log"
         with open(log_path, "wb") as log:
             process = subprocess.Popen(
                 [sys.executable, "-m", "router.cli", "serve", "--config", str(config_path)],
                 stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"},
             )
-        live = LiveServer(process, port, log_path, Path(config["server"]["runtime_dir"]))
+        live = LiveServer(process, port, log_path, Path(config["server"]["runtime_dir"]), config_path, config)
         self._servers.append(live)
         if wait:
             live.wait_ready()

@@ -98,6 +98,16 @@ class ServerConfig(_Frozen):
     """Let requests replace the chat template (`chat_template_kwargs.chat_template`): arbitrary Jinja run in the router."""
     chat_template_timeout_s: Annotated[float, Field(gt=0)] = 10.0
     """Longest a chat template may take to render one request (then 400)."""
+    watch_config: bool = True
+    """Reload when the config file changes (SIGHUP, `POST /admin/reload` and `rapid-mlx reload` always work)."""
+    drain_timeout_s: Annotated[float, Field(gt=0)] = 30.0
+    """Longest a reload, unload or shutdown waits for requests in flight on a worker it stops."""
+    memory_budget_gb: Annotated[float, Field(ge=0)] = 0.0
+    """Memory for resident models (weights + KV at full context + prefix cache); 0 = no budget."""
+    crash_limit: Annotated[int, Field(ge=1)] = 5
+    """Crashes within `crash_window_s` after which a model is marked failed instead of restarting again."""
+    crash_window_s: Annotated[float, Field(gt=0)] = 300.0
+    """The window `crash_limit` counts crashes in."""
 
 
 class SamplingDefaults(_Frozen):
@@ -152,6 +162,12 @@ class ModelConfig(_Frozen):
     """Other names: exact strings or fnmatch globs such as "claude-*"."""
     preload: bool = True
     """Start the worker at server start (false: on first request)."""
+    ttl: Annotated[float, Field(ge=0)] = 0.0
+    """Seconds without requests after which the worker is unloaded (0 = never)."""
+    pin: bool = False
+    """Never unloaded: not by `ttl`, not to make room under `[server] memory_budget_gb`."""
+    memory_gb: Annotated[float, Field(ge=0)] = 0.0
+    """This model's share of the memory budget; 0 = estimated from its weights, KV at full context and prefix cache."""
     max_concurrency: Annotated[int, Field(ge=1)] = 8
     """Sequences decoded together (continuous batching width)."""
     max_queue: Annotated[int, Field(ge=0)] = 64

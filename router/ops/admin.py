@@ -1,0 +1,129 @@
+"""``/admin``: what each model is doing, the config's last reload, and the operator's actions.
+
+``GET /admin/status``, ``POST /admin/reload``, ``POST /admin/models/{id}/load`` and ``/unload``.
+The workers' counters (engines.protocol.WorkerStatus) are asked for now; the metrics issue
+exports the same numbers to Prometheus. Until keys exist (the team-endpoint issue puts these
+routes behind an admin key) they answer only to clients on loopback.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import time
+from typing import Any
+
+from litestar import Controller, Response, post
+from litestar.connection import ASGIConnection
+from litestar.handlers.base import BaseRouteHandler
+
+from engines.client import WorkerState
+from engines.errors import WorkerDiedError, WorkerNotReadyError
+from router.errors import RouterError
+from router.handle import ModelHandle
+from router.http.methods import get_or_head
+from router.ops.reload.reloader import Reloader
+from router.pool import ModelPool
+
+STATUS_TIMEOUT_S = 5.0
+
+
+class AdminOnlyError(RouterError):
+    status, type, code = 403, "permission_error", "admin_only"
+
+
+def loopback_only(connection: ASGIConnection, _: BaseRouteHandler) -> None:
+    """Admin routes answer only to this machine until keys exist (issue: team endpoint)."""
+    host = connection.client.host if connection.client else ""
+    try:
+        local = ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        local = False
+    if not local:
+        raise AdminOnlyError("Admin routes answer only on loopback until admin keys are configured.")
+
+
+async def model_status(pool: ModelPool, handle: ModelHandle) -> dict[str, Any]:
+    """One model as an operator sees it: state, worker, memory, load, prefix cache, pending changes."""
+    status = await worker_status(handle)
+    pending = pool.replacement_of(handle.model_id)
+    status.update(
+        aliases=list(handle.config.aliases), pin=handle.config.pin, ttl_s=handle.config.ttl,
+        inflight=handle.inflight, idle_s=round(time.monotonic() - handle.last_used, 1),
+        replacement=None if pending is None else {"state": pending.state.value, "pid": pending.worker.pid if pending.worker else None,
+                                                  "last_error": pending.last_error},
+        draining=[{"pid": h.worker.pid, "inflight": h.inflight} for h in pool.draining(handle.model_id) if h.worker],
+    )
+    return status
+
+
+async def worker_status(handle: ModelHandle) -> dict[str, Any]:
+    worker = handle.worker
+    status: dict[str, Any] = {
+        "state": handle.state.value, "pid": worker.pid if worker else None, "restarts": worker.restarts if worker else 0,
+        "last_error": handle.last_error, "memory": handle.memory.as_dict() if handle.memory and worker else None,
+    }
+    if worker is None or worker.state is not WorkerState.READY:
+        return status
+    try:
+        reply = await worker.status(STATUS_TIMEOUT_S)
+    except (TimeoutError, WorkerNotReadyError, WorkerDiedError) as exc:
+        return {**status, "status_error": f"{type(exc).__name__}: {exc}"}
+    status.update(running=reply.running, waiting=reply.waiting, prefix_cache=None,
+                  kv_cache={"bits": reply.kv_bits, "bytes": reply.kv_bytes, "quantized_bytes": reply.kv_quantized_bytes})
+    cache = reply.prefix_cache
+    if cache is not None:
+        status["prefix_cache"] = {
+            "entries": cache.entries, "bytes": cache.bytes, "budget_bytes": cache.budget_bytes,
+            "lookups": cache.lookups, "hits": cache.hits, "lookup_tokens": cache.lookup_tokens, "hit_tokens": cache.hit_tokens,
+            "hit_ratio": cache.hit_tokens / cache.lookup_tokens if cache.lookup_tokens else None,
+            "stored": cache.stored, "evictions": cache.evictions, "shared_prefill_tokens": cache.shared_prefill_tokens,
+            "disk": None,
+        }
+        disk = reply.prefix_disk
+        if disk is not None:
+            status["prefix_cache"]["disk"] = {
+                "entries": disk.entries, "bytes": disk.bytes, "budget_bytes": disk.budget_bytes, "hits": disk.hits,
+                "hit_tokens": disk.hit_tokens, "bytes_written": disk.bytes_written, "bytes_read": disk.bytes_read,
+                "queue_depth": disk.queue_depth, "dropped_writes": disk.dropped_writes, "failed_writes": disk.failed_writes,
+                "removed_unreadable": disk.removed_unreadable, "restore_seconds": disk.restore_seconds,
+                "flush_seconds": disk.flush_seconds,
+            }
+    return status
+
+
+class AdminController(Controller):
+    path = "/admin"
+    guards = [loopback_only]
+
+    @get_or_head("/status")
+    async def status(self, pool: ModelPool, reloader: Reloader) -> dict[str, Any]:
+        handles = list(pool.handles.values())
+        statuses = await asyncio.gather(*(model_status(pool, h) for h in handles))
+        last = reloader.last
+        return {
+            "config": {"path": str(reloader.path) if reloader.path else None, "version": reloader.version, "hash": reloader.hash,
+                       "last_reload": last.as_dict() if last else None},
+            "memory_budget_bytes": int(pool.config.server.memory_budget_gb * 2**30),
+            "models": {h.model_id: s for h, s in zip(handles, statuses)},
+        }
+
+    @post("/reload", status_code=200)
+    async def reload(self, reloader: Reloader) -> Response[dict[str, Any]]:
+        """Reload the config file now; 400 with the errors (the last good config keeps serving)."""
+        result = await reloader.reload("api")
+        if result.ok:
+            return Response(result.as_dict(), status_code=200)
+        message = "The config was not reloaded; the last good config keeps serving:\n" + "\n".join(result.errors)
+        error = {"message": message, "type": "invalid_request_error", "code": "invalid_config", "param": None}
+        return Response({**result.as_dict(), "error": error}, status_code=400)
+
+    @post("/models/{model_id:str}/load", status_code=200)
+    async def load(self, pool: ModelPool, model_id: str) -> dict[str, Any]:
+        handle = await pool.load(model_id)
+        return {"model": model_id, **await model_status(pool, handle)}
+
+    @post("/models/{model_id:str}/unload", status_code=200)
+    async def unload(self, pool: ModelPool, model_id: str) -> dict[str, Any]:
+        handle = await pool.unload(model_id)
+        return {"model": model_id, **await model_status(pool, handle)}

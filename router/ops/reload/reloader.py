@@ -1,0 +1,129 @@
+"""The reload: read the file → validate (as ``rapid-mlx validate``) → diff per model → apply.
+
+One reload runs at a time. A trigger that arrives while one runs is answered by the next run,
+which reads the file again, so a burst of edits ends with the latest content applied once.
+An invalid file changes nothing: the errors are logged and kept for ``/admin/status``, and the
+last good config keeps serving.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import time
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from router.ops.config import ConfigError, RouterConfig, load_config_text
+from router.ops.reload.diff import diff_models, diff_server
+from router.pool import ModelPool
+from router.turn.parser_choice import pin_problems
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ReloadResult:
+    ok: bool
+    trigger: str  # "watch", "sighup", "api", "start"
+    at: float  # unix time
+    version: int  # the config version serving after this reload
+    errors: list[str] = field(default_factory=list)  # as `rapid-mlx validate` prints them
+    changes: dict[str, str] = field(default_factory=dict)  # model id → "engine: kv_cache.bits", ...
+    server_changes: list[str] = field(default_factory=list)
+    needs_restart: list[str] = field(default_factory=list)  # [server] fields left as they run
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def check_config(text: str, *, source: str, env: Mapping[str, str] | None = None,
+                 overrides: Mapping[str, Any] | None = None) -> RouterConfig:
+    """Everything ``rapid-mlx validate`` checks: the schema, then every pinned parser name.
+
+    Raises:
+        ConfigError: one line per problem, each naming its TOML path.
+    """
+    config = load_config_text(text, env=env, source=source, overrides=overrides)
+    problems = [line for model_id, model in config.models.items()
+                for line in pin_problems(model_id, tool_parser=model.tool_parser, reasoning_parser=model.reasoning_parser)]
+    if problems:
+        raise ConfigError(problems)
+    return config
+
+
+def content_hash(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+class Reloader:
+    """Applies edits of ``path`` to ``pool``, one reload at a time."""
+
+    def __init__(self, pool: ModelPool, path: Path | None, *, text: str | None = None,
+                 env: Mapping[str, str] | None = None, overrides: Mapping[str, Any] | None = None) -> None:
+        self._pool = pool
+        self.path = path  # None: serving a config built from arguments (the demo); nothing to reload
+        self._env = env
+        self._overrides = overrides
+        self.version = 1
+        self.hash = content_hash(text) if text is not None else None
+        self.last: ReloadResult | None = None
+        self._lock = asyncio.Lock()
+        self._requested = 0  # triggers seen
+        self._covered = 0  # triggers a started run has read the file for
+
+    def file_changed(self) -> bool:
+        """Whether the file now differs from what was last loaded (an edit the watcher started too late to see)."""
+        try:
+            return self.path is not None and content_hash(self.path.read_text(encoding="utf-8")) != self.hash
+        except (OSError, UnicodeDecodeError):
+            return True  # the reload reports why it cannot read it
+
+    def trigger(self, source: str) -> None:
+        """Schedule a reload (from a signal handler or the file watcher); returns at once."""
+        asyncio.get_running_loop().create_task(self.reload(source), name=f"reload[{source}]")
+
+    async def reload(self, source: str) -> ReloadResult:
+        """Reload now, or wait for the run that starts after this call and return its result."""
+        self._requested += 1
+        ticket = self._requested
+        async with self._lock:
+            if self._covered >= ticket and self.last is not None:
+                return self.last  # a run that started after this trigger already read the file
+            self._covered = self._requested
+            self.last = self._run(source)
+            return self.last
+
+    def _run(self, source: str) -> ReloadResult:
+        now = time.time()
+        if self.path is None:
+            return ReloadResult(False, source, now, self.version, ["no config file: the server was started without --config"])
+        try:
+            text = self.path.read_text(encoding="utf-8")
+            config = check_config(text, source=str(self.path), env=self._env, overrides=self._overrides)
+        except OSError as exc:
+            return self._rejected(source, now, [f"{self.path}: cannot read ({exc.strerror or exc})"])
+        except UnicodeDecodeError:
+            return self._rejected(source, now, [f"{self.path}: not UTF-8 text"])
+        except ConfigError as exc:
+            return self._rejected(source, now, exc.errors)
+        changes = diff_models(self._pool.running_configs(), config.models)
+        server = diff_server(self._pool.config.server, config.server)
+        self._pool.apply(config, changes)
+        if changes or server.live or server.needs_restart or content_hash(text) != self.hash:
+            self.version += 1
+        self.hash = content_hash(text)
+        result = ReloadResult(True, source, now, self.version, changes={c.model_id: c.describe() for c in changes},
+                              server_changes=list(server.live), needs_restart=list(server.needs_restart))
+        logger.info("config reloaded (%s): version %d, %s", source, self.version,
+                    "; ".join(f"{model_id} {what}" for model_id, what in result.changes.items()) or "no model changed")
+        if server.needs_restart:
+            logger.warning("config reload: %s changed; these apply at the next restart", ", ".join(f"server.{f}" for f in server.needs_restart))
+        return result
+
+    def _rejected(self, source: str, now: float, errors: list[str]) -> ReloadResult:
+        logger.error("config reload (%s) rejected; the last good config keeps serving:\n%s", source, "\n".join(errors))
+        return ReloadResult(False, source, now, self.version, errors)
