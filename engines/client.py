@@ -127,8 +127,12 @@ class WorkerHandle:
             self._supervisor = asyncio.create_task(self._supervise(), name=f"worker[{self.spec.model_id}]")
 
     async def wait_ready(self, timeout_s: float | None = None) -> None:
-        """Wait until the worker is READY; raise WorkerLoadError if it cannot load."""
-        self.start()
+        """Wait until the worker is READY; raise WorkerLoadError if it cannot load (or gave up, or was stopped).
+
+        Never starts the worker: one that was stopped or gave up stays so (its owner starts a new one).
+        """
+        if self._supervisor is None:
+            raise WorkerNotReadyError(f"model {self.spec.model_id!r} was never started")
         waiter = asyncio.ensure_future(self._ready.wait())
         done, _ = await asyncio.wait({waiter, self._supervisor}, timeout=timeout_s, return_when=asyncio.FIRST_COMPLETED)
         waiter.cancel()

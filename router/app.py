@@ -52,10 +52,10 @@ def create_app(config: RouterConfig, *, runtime_dir: Path | None = None, config_
         stop_watching = asyncio.Event()
         watcher = None
         if config_path is not None and config.server.watch_config:
-            watcher = asyncio.create_task(watch_config_file(config_path, lambda: reloader.trigger("watch"), stop_event=stop_watching))
+            watcher = asyncio.create_task(watch_config_file(config_path, lambda: reloader.reload("watch"), stop_event=stop_watching))
             if reloader.file_changed():  # edited between loading it and watching it
-                reloader.trigger("watch")
-        on_sighup = _add_signal_handler(signal.SIGHUP, lambda: reloader.trigger("sighup")) if config_path is not None else False
+                reloader.reload("watch")
+        on_sighup = _add_signal_handler(signal.SIGHUP, lambda: reloader.reload("sighup")) if config_path is not None else False
         try:
             yield
         finally:

@@ -15,6 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from engines.client import WorkerHandle, WorkerState
+from engines.errors import WorkerLoadError, WorkerNotReadyError
+from router.errors import ModelUnavailableError
 from router.ops.config import ModelConfig
 from router.ops.memory import MemoryEstimate
 from router.turn.parser_choice import ParserChoice, prompt_opens_thinking
@@ -38,6 +40,7 @@ class ModelHandle:
     tokenizer: Any = None  # mlx_lm TokenizerWrapper, loaded with the worker
     model_path: Path | None = None  # the resolved checkpoint directory
     max_context: int = 0
+    checkpoint_vocab_size: int = 0  # config.json's, for checking requests before the worker reports its own
     memory: MemoryEstimate | None = None  # what the memory budget counts while a worker exists
     inflight: int = 0
     last_used: float = field(default_factory=time.monotonic)
@@ -94,6 +97,23 @@ class ModelHandle:
         if self.inflight <= 0:
             self._idle.set()
 
+    async def wait_ready(self, timeout_s: float | None) -> bool:
+        """Wait until the worker serves; False if ``timeout_s`` passed first.
+
+        Raises:
+            ModelUnavailableError: the model has no worker, or it cannot load (503).
+        """
+        worker = self.worker
+        if worker is None:
+            raise ModelUnavailableError(f"Model {self.model_id!r} is not loaded; try again.", retry_after_s=2.0)
+        try:
+            await worker.wait_ready(timeout_s)
+        except WorkerNotReadyError:
+            return False
+        except WorkerLoadError as exc:
+            raise ModelUnavailableError(f"Model {self.model_id!r} failed to load: {self.last_error or exc}", retry_after_s=30.0) from None
+        return True
+
     async def wait_idle(self, timeout_s: float) -> bool:
         """Wait until nothing is in flight; False if ``timeout_s`` passed first."""
         try:
@@ -106,8 +126,8 @@ class ModelHandle:
 
     @property
     def vocab_size(self) -> int:
-        """Rows of the model's logits, as its worker reported them (0 before it is ready)."""
-        return self.worker.vocab_size if self.worker else 0
+        """Rows of the model's logits, as its worker reported them (config.json's before it is ready)."""
+        return (self.worker.vocab_size if self.worker else 0) or self.checkpoint_vocab_size
 
     @property
     def wants_turn_boundaries(self) -> bool:

@@ -52,3 +52,10 @@ def read_max_context(model_dir: Path, configured: int) -> int:
     native = config.get("max_position_embeddings") or config.get("text_config", {}).get("max_position_embeddings")
     native = int(native) if native else DEFAULT_MAX_CONTEXT
     return min(native, configured) if configured > 0 else native
+
+
+def read_vocab_size(model_dir: Path) -> int:
+    """``vocab_size`` from config.json (0 if absent): the logits' rows, until the worker reports them."""
+    config = json.loads((model_dir / "config.json").read_text())
+    size = config.get("vocab_size") or config.get("text_config", {}).get("vocab_size")
+    return int(size) if size else 0

@@ -31,11 +31,10 @@ from typing import Any
 import anyio
 
 from engines.client import WorkerHandle, WorkerState
-from engines.errors import WorkerLoadError, WorkerNotReadyError
 from engines.protocol import WorkerSpec
 from router.errors import ModelNotFoundError, ModelUnavailableError
 from router.handle import ModelHandle, ModelState
-from router.model_files import ModelFilesError, read_max_context, resolve_model_path
+from router.model_files import ModelFilesError, read_max_context, read_vocab_size, resolve_model_path
 from router.ops.config import ModelConfig, RouterConfig
 from router.ops.memory import GB, MemoryEstimate, Resident, estimate_memory, no_room_message, plan_eviction
 from router.ops.reload.diff import ENGINE_FIELDS, RESTART_FIELDS, ModelChange
@@ -80,10 +79,12 @@ class ModelPool:
 
     async def stop(self) -> None:
         """Stop every worker; each writes its prefix cache's queue to disk before it exits."""
+        # Taken first: a cancelled drain forgets its handle's worker, which must still be stopped.
+        workers = {h.worker for h in self._every_handle() if h.worker is not None}
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
-        await asyncio.gather(*(self._stop_worker(h.worker) for h in self._every_handle() if h.worker is not None))
+        await asyncio.gather(*(self._stop_worker(worker) for worker in workers))
 
     def is_ready(self) -> bool:
         """True when every preloaded model is serving (the /ready contract)."""
@@ -120,18 +121,21 @@ class ModelPool:
                 await self._prepare(handle)
 
     async def ensure_ready(self, handle: ModelHandle, timeout_s: float | None = LOAD_WAIT_S) -> None:
-        """Start the model if needed and wait until it serves, within ``timeout_s``."""
+        """Start the model if needed and wait until it serves, within ``timeout_s``.
+
+        Returns early for a handle a reload retired meanwhile: the caller resolves the name again.
+        """
         await self.ensure_started(handle)
-        if handle.worker is None:  # retired meanwhile
+        if handle.retired and not handle.serving:
             return
         try:
-            await handle.worker.wait_ready(timeout_s)
-        except WorkerNotReadyError:
-            raise ModelUnavailableError(f"Model {handle.model_id!r} is still loading.", retry_after_s=10.0) from None
-        except WorkerLoadError as exc:
+            ready = await handle.wait_ready(timeout_s)
+        except ModelUnavailableError:
             if handle.retired:
                 return
-            raise ModelUnavailableError(f"Model {handle.model_id!r} failed to load: {handle.last_error or exc}", retry_after_s=30.0) from None
+            raise
+        if not ready:
+            raise ModelUnavailableError(f"Model {handle.model_id!r} is still loading.", retry_after_s=10.0)
 
     # ------------------------------------------------------------------ operator actions
 
@@ -186,6 +190,7 @@ class ModelPool:
         handles: dict[str, ModelHandle] = {}
         for model_id, model_config in config.models.items():
             handle, change = self.handles.get(model_id), by_id.get(model_id)
+            retry = handle is not None and handle.state is ModelState.FAILED
             if handle is None:
                 handle = self._new_handle(model_id, model_config)
             elif change is not None and change.kind == "engine":
@@ -193,7 +198,10 @@ class ModelPool:
             else:
                 self._update_live(handle, model_config, change)
             self.clear_failure(handle)
-            if model_config.preload and handle.state is ModelState.UNLOADED and handle.worker is None:
+            # Preload what is new, what failed, and what was just marked preload; a model the
+            # ttl unloaded stays unloaded until a request comes.
+            fresh = handle is not self.handles.get(model_id)
+            if model_config.preload and handle.worker is None and (fresh or retry or "preload" in (change.fields if change else ())):
                 self._spawn(self._load_logged(handle), f"preload[{model_id}]")
             handles[model_id] = handle
         for model_id, handle in self.handles.items():
@@ -350,6 +358,7 @@ class ModelPool:
             path = await anyio.to_thread.run_sync(lambda: resolve_model_path(handle.config.path, offline=offline))
             max_context = read_max_context(path, handle.config.max_context)
             memory = estimate_memory(path, handle.config, max_context)
+            vocab_size = read_vocab_size(path)
         except (ModelFilesError, OSError, ValueError) as exc:
             handle.load_error = str(exc)
             raise ModelUnavailableError(f"Model {handle.model_id!r} is unavailable: {exc}", retry_after_s=30.0) from None
@@ -362,7 +371,7 @@ class ModelPool:
             except (ModelFilesError, ParserConfigError) as exc:
                 handle.load_error = str(exc)
                 raise ModelUnavailableError(f"Model {handle.model_id!r} is unavailable: {exc}", retry_after_s=30.0) from None
-            handle.model_path, handle.max_context, handle.memory = path, max_context, memory
+            handle.model_path, handle.max_context, handle.memory, handle.checkpoint_vocab_size = path, max_context, memory, vocab_size
             handle.worker = WorkerHandle(self._worker_spec(handle, path), crash_limit=self.config.server.crash_limit,
                                          crash_window_s=self.config.server.crash_window_s)
             handle.worker.start()

@@ -11,12 +11,17 @@ from router.pool import ModelHandle, ModelPool
 from router.turn.turn import Turn, TurnEnd, TurnEvent
 
 
-async def open_model(pool: ModelPool, name: str, *, generations: int = 1) -> ModelHandle:
+async def open_model(pool: ModelPool, name: str, *, generations: int = 1, wait: bool = True) -> ModelHandle:
     """Resolve ``name`` (404), make sure the model serves (503) and take room for the
-    request's generations (429), held until its HTTP exchange ends."""
+    request's generations (429), held until its HTTP exchange ends.
+
+    With ``wait=False`` (streams, token counting) a model that is loading is started but not
+    waited for: its tokenizer is loaded, and a stream waits for the worker with keepalives
+    (``Generation.stream``), so the client sees a live connection rather than silence.
+    """
     while True:
         handle = pool.resolve(name)
-        await pool.ensure_ready(handle)
+        await (pool.ensure_ready(handle) if wait else pool.ensure_started(handle))
         # A reload may have replaced or removed the model while this request waited: ask again.
         if not handle.retired:
             admit(handle, generations)

@@ -16,6 +16,7 @@ from typing import Any
 from litestar import Controller, Response, post
 from litestar.connection import ASGIConnection
 from litestar.handlers.base import BaseRouteHandler
+from litestar.params import FromPath
 
 from engines.client import WorkerState
 from engines.errors import WorkerDiedError, WorkerNotReadyError
@@ -36,9 +37,12 @@ def loopback_only(connection: ASGIConnection, _: BaseRouteHandler) -> None:
     """Admin routes answer only to this machine until keys exist (issue: team endpoint)."""
     host = connection.client.host if connection.client else ""
     try:
-        local = ipaddress.ip_address(host).is_loopback
+        address = ipaddress.ip_address(host)
     except ValueError:
         local = False
+    else:
+        # A dual-stack listener sees an IPv4 client as ::ffff:127.0.0.1.
+        local = (address.ipv4_mapped or address).is_loopback if address.version == 6 else address.is_loopback
     if not local:
         raise AdminOnlyError("Admin routes answer only on loopback until admin keys are configured.")
 
@@ -49,6 +53,7 @@ async def model_status(pool: ModelPool, handle: ModelHandle) -> dict[str, Any]:
     pending = pool.replacement_of(handle.model_id)
     status.update(
         aliases=list(handle.config.aliases), pin=handle.config.pin, ttl_s=handle.config.ttl,
+        tool_parser=handle.tool_parser, reasoning_parser=handle.reasoning_parser,
         inflight=handle.inflight, idle_s=round(time.monotonic() - handle.last_used, 1),
         replacement=None if pending is None else {"state": pending.state.value, "pid": pending.worker.pid if pending.worker else None,
                                                   "last_error": pending.last_error},
@@ -111,7 +116,7 @@ class AdminController(Controller):
     @post("/reload", status_code=200)
     async def reload(self, reloader: Reloader) -> Response[dict[str, Any]]:
         """Reload the config file now; 400 with the errors (the last good config keeps serving)."""
-        result = await reloader.reload("api")
+        result = reloader.reload("api")
         if result.ok:
             return Response(result.as_dict(), status_code=200)
         message = "The config was not reloaded; the last good config keeps serving:\n" + "\n".join(result.errors)
@@ -119,11 +124,11 @@ class AdminController(Controller):
         return Response({**result.as_dict(), "error": error}, status_code=400)
 
     @post("/models/{model_id:str}/load", status_code=200)
-    async def load(self, pool: ModelPool, model_id: str) -> dict[str, Any]:
+    async def load(self, pool: ModelPool, model_id: FromPath[str]) -> dict[str, Any]:
         handle = await pool.load(model_id)
         return {"model": model_id, **await model_status(pool, handle)}
 
     @post("/models/{model_id:str}/unload", status_code=200)
-    async def unload(self, pool: ModelPool, model_id: str) -> dict[str, Any]:
+    async def unload(self, pool: ModelPool, model_id: FromPath[str]) -> dict[str, Any]:
         handle = await pool.unload(model_id)
         return {"model": model_id, **await model_status(pool, handle)}

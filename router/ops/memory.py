@@ -9,6 +9,7 @@ holds less; ``[models.<id>] memory_gb`` replaces the estimate when the operator 
 from __future__ import annotations
 
 import json
+import struct
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -51,15 +52,19 @@ def estimate_memory(model_dir: Path, config: ModelConfig, max_context: int) -> M
         return MemoryEstimate(configured_bytes=int(config.memory_gb * GB))
     weights = sum(f.stat().st_size for f in model_dir.glob("*.safetensors"))
     model_json = json.loads((model_dir / "config.json").read_text())
-    kv = config.max_concurrency * max_context * kv_bytes_per_token(model_json, config.kv_cache.bits, config.kv_cache.group_size)
+    per_token = kv_bytes_per_token(model_json, config.kv_cache.bits, config.kv_cache.group_size,
+                                   dtype_bytes=_dtype_bytes(model_json) or _stored_float_bytes(model_dir))
+    kv = config.max_concurrency * max_context * per_token
     prefix = int(config.prefix_cache.memory_gb * GB) if config.prefix_cache.enabled else 0
     return MemoryEstimate(weights, kv, prefix)
 
 
-def kv_bytes_per_token(model_json: dict[str, Any], bits: int = 0, group_size: int = 64) -> int:
+def kv_bytes_per_token(model_json: dict[str, Any], bits: int = 0, group_size: int = 64, *, dtype_bytes: int = 0) -> int:
     """Keys and values of one token across the attention layers of a Hugging Face ``config.json``.
 
-    Linear-attention layers of hybrid models (``layer_types``) keep a fixed-size state, not per-token KV.
+    Linear-attention layers of hybrid models (``layer_types``) keep a fixed-size state, not
+    per-token KV. ``dtype_bytes`` is the activations' element size; 0 takes the config's dtype
+    (bfloat16 when it names none).
     """
     text = model_json.get("text_config") or model_json
     layers = text.get("num_hidden_layers", 0)
@@ -73,8 +78,32 @@ def kv_bytes_per_token(model_json: dict[str, Any], bits: int = 0, group_size: in
     if bits:
         # Packed values plus a half-precision scale and bias per group.
         return elements * bits // 8 + elements // group_size * 4
-    dtype = str(text.get("torch_dtype") or model_json.get("torch_dtype") or text.get("dtype") or "bfloat16")
-    return elements * (4 if dtype == "float32" else 2)
+    return elements * (dtype_bytes or _dtype_bytes(model_json) or 2)
+
+
+def _dtype_bytes(model_json: dict[str, Any]) -> int:
+    """Element size of the dtype the config names (``torch_dtype``, or transformers' newer ``dtype``), 0 if none."""
+    text = model_json.get("text_config") or {}
+    for table in (text, model_json):
+        for key in ("torch_dtype", "dtype"):
+            if table.get(key):
+                return 4 if str(table[key]) == "float32" else 2
+    return 0
+
+
+def _stored_float_bytes(model_dir: Path) -> int:
+    """Element size of the floating-point tensors in the first safetensors file (its header only), 0 if unknown."""
+    sizes = {"F32": 4, "F16": 2, "BF16": 2}
+    for weights in sorted(model_dir.glob("*.safetensors")):
+        try:
+            with open(weights, "rb") as file:
+                (length,) = struct.unpack("<Q", file.read(8))
+                header = json.loads(file.read(min(length, 100 * 2**20)))
+        except (OSError, ValueError, struct.error):
+            return 0
+        found = [sizes[t["dtype"]] for t in header.values() if isinstance(t, dict) and t.get("dtype") in sizes]
+        return max(found, default=0)
+    return 0
 
 
 @dataclass(frozen=True)

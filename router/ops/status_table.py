@@ -94,9 +94,12 @@ def _details(model: dict[str, Any]) -> list[str]:
         lines.append(f"draining old worker pid {old['pid']} ({old['inflight']} in flight)")
     cache = model.get("prefix_cache")
     if cache:
+        ratio = "-" if cache["hit_ratio"] is None else f"{100 * cache['hit_ratio']:.1f}%"
         lines.append(f"prefix cache: {cache['entries']} entries, {_mib(cache['bytes'])} of {_mib(cache['budget_bytes'])}, "
-                     f"{cache['hit_tokens']} of {cache['lookup_tokens']} prompt tokens hit, {cache['evictions']} evictions, "
-                     f"{cache['shared_prefill_tokens']} tokens shared in flight")
+                     f"hit ratio {ratio} ({cache['hit_tokens']} of {cache['lookup_tokens']} prompt tokens), "
+                     f"{cache['evictions']} evictions, {cache['shared_prefill_tokens']} tokens shared in flight")
+    elif "running" in model:
+        lines.append("prefix cache: off")
         disk = cache.get("disk")
         if disk:
             lines.append(f"on disk: {disk['entries']} entries, {_mib(disk['bytes'])} of {_mib(disk['budget_bytes'])}, "

@@ -8,13 +8,15 @@ worker) and token log-probabilities with their text.
 from __future__ import annotations
 
 import contextlib
+import time
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
 from engines.errors import EngineRequestError
 from engines.protocol import AddRequest, ErrorKind, FinishReason, SamplingParams, TokenLogprob
-from router.pool import ModelHandle
+from router.errors import ModelUnavailableError
+from router.pool import LOAD_WAIT_S, ModelHandle
 from router.turn.stops import StopStringMatcher
 
 _FINISH_TEXT = {FinishReason.STOP: "stop", FinishReason.LENGTH: "length", FinishReason.ABORT: "abort"}
@@ -84,7 +86,15 @@ class Generation:
             sorted(set(tokenizer.eos_token_ids) | set(self.request.stop_token_ids)),
             self.request.snapshot_at,
         )
-        async with contextlib.aclosing(self.handle.worker.generate(add, heartbeat_s=self.handle.heartbeat_s)) as batches:
+        handle = self.handle
+        if not handle.serving:
+            # A stream opened while its model loads: keepalives until the worker is ready.
+            deadline = time.monotonic() + LOAD_WAIT_S
+            while not await handle.wait_ready(handle.heartbeat_s):
+                if time.monotonic() > deadline:
+                    raise ModelUnavailableError(f"Model {handle.model_id!r} is still loading.", retry_after_s=10.0)
+                yield TextDelta("")
+        async with contextlib.aclosing(handle.worker.generate(add, heartbeat_s=handle.heartbeat_s)) as batches:
             async for batch in batches:
                 if not batch:
                     yield TextDelta("")

@@ -6,24 +6,14 @@ import json
 import os
 import threading
 import time
-from collections.abc import Callable
 
 import httpx
 import pytest
 import tomli_w
 
+from tests.support.server import wait_for
+
 EOS_BLOCK = {"2": -100}
-WAIT_S = 60.0
-
-
-def wait_for(condition: Callable[[], object], timeout_s: float = WAIT_S, what: str = "condition") -> object:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def chat(model: str, **fields) -> dict:
@@ -107,9 +97,11 @@ def test_router_only_change_applies_live_with_the_same_worker(server, tiny_model
     pid, version = model_status(server, "alpha")["pid"], server.status()["config"]["version"]
     held = HeldStream(server.base_url, "alpha")
     models = base_models(tiny_models)
-    models["alpha"] |= {"aliases": ["second"], "sampling": {"max_tokens": 3}}
+    assert model_status(server, "alpha")["reasoning_parser"] == "qwen3"  # detected from its chat template
+    models["alpha"] |= {"aliases": ["second"], "sampling": {"max_tokens": 3}, "reasoning_parser": "none"}
     server.write_config(models)
     reloaded_version(server, version)
+    assert model_status(server, "alpha")["reasoning_parser"] is None
     # The alias moved, the sampling default applies to requests that set no max_tokens.
     assert http.post("/v1/chat/completions", json=chat("first")).status_code == 404
     reply = http.post("/v1/chat/completions", json={"model": "second", "messages": [{"role": "user", "content": "hi"}],
@@ -118,7 +110,7 @@ def test_router_only_change_applies_live_with_the_same_worker(server, tiny_model
     assert completed(held.finish())
     assert model_status(server, "alpha")["pid"] == pid
     last = server.status()["config"]["last_reload"]
-    assert last["ok"] and last["trigger"] == "watch" and last["changes"] == {"alpha": "router: aliases, sampling.max_tokens"}
+    assert last["ok"] and last["trigger"] == "watch" and last["changes"] == {"alpha": "router: aliases, reasoning_parser, sampling.max_tokens"}
     server.write_config(base_models(tiny_models))
     wait_for(lambda: http.post("/v1/chat/completions", json=chat("first")).status_code == 200, what="the alias back")
 

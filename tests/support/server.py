@@ -132,3 +132,14 @@ class ServerFactory:
     def stop_all(self) -> None:
         for live in self._servers:
             live.stop()
+
+
+def wait_for(condition, timeout_s: float = 60.0, what: str = "condition"):
+    """Poll ``condition`` until it returns something truthy (returned), or fail after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}")

@@ -32,7 +32,7 @@ class MessagesController(Controller):
         body = decode_body(await request.body(), MessagesBody)
         if body.max_tokens is None:
             raise InvalidRequestError("max_tokens: Field required", param="max_tokens")
-        handle = await open_model(pool, body.model)
+        handle = await open_model(pool, body.model, wait=not body.stream)
         turn = await prepare_turn(handle, to_turn_request(body))
         if body.stream:
             return sse_response(_stream(turn, body.model), _error_frame)
@@ -43,7 +43,7 @@ class MessagesController(Controller):
     @post("/count_tokens", status_code=200)
     async def count_tokens(self, request: Request, pool: ModelPool) -> dict[str, int]:
         body = decode_body(await request.body(), MessagesBody)
-        handle = await open_model(pool, body.model)
+        handle = await open_model(pool, body.model, wait=False)  # the tokenizer is enough
         request_ = to_turn_request(body)
         prompt = await render_chat(handle, normalize_messages(to_chat_messages(body)), tools=request_.tools,
                                    request_kwargs=request_.template_kwargs)

@@ -48,7 +48,7 @@ class ChatCompletionsController(Controller):
         body = decode_body(await request.body(), ChatCompletionBody)
         if body.n not in (None, 1):
             raise InvalidRequestError("Only n=1 is supported.", param="n")
-        handle = await open_model(pool, body.model)
+        handle = await open_model(pool, body.model, wait=not body.stream)
         turn = await prepare_turn(handle, to_turn_request(body))
         alias = pool.config.server.reasoning_alias
         if body.stream:

@@ -35,7 +35,7 @@ class CompletionsController(Controller):
         _reject_unsupported(body)
         prompts = _prompt_list(body.prompt)
         # Each prompt is a generation of its own, and takes its own place in the model's limit.
-        handle = await open_model(pool, body.model, generations=len(prompts))
+        handle = await open_model(pool, body.model, generations=len(prompts), wait=not body.stream)
         token_lists = await _token_lists(handle, prompts)
         generations = [_generation(handle, body, tokens) for tokens in token_lists]
         echoes = [handle.tokenizer.decode(tokens) if body.echo else "" for tokens in token_lists]

@@ -27,7 +27,7 @@ class ResponsesController(Controller):
     async def create(self, request: Request, pool: ModelPool, responses: ResponseStore) -> object:
         body = decode_body(await request.body(), ResponsesBody)
         history = _history(body, responses)
-        handle = await open_model(pool, body.model)
+        handle = await open_model(pool, body.model, wait=not body.stream)
         turn_request = to_turn_request(body, history)
         shell = ResponseShell(body)
         try:

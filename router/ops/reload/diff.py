@@ -18,8 +18,9 @@ from router.ops.config import ModelConfig, ServerConfig
 
 # ModelConfig fields the worker process is started with.
 ENGINE_FIELDS = frozenset({"path", "kv_cache", "prefix_cache", "max_concurrency", "max_context", "prefill_step"})
-# ServerConfig fields bound at start: the listening socket, the app's limits, where sockets live.
-RESTART_FIELDS = frozenset({"host", "port", "runtime_dir", "max_body_mb", "header_timeout_s", "body_timeout_s"})
+# ServerConfig fields bound at start: the listening socket, the app's limits, where sockets live,
+# whether the file is watched at all.
+RESTART_FIELDS = frozenset({"host", "port", "runtime_dir", "max_body_mb", "header_timeout_s", "body_timeout_s", "watch_config"})
 
 ChangeKind = Literal["added", "removed", "engine", "router"]
 

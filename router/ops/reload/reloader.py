@@ -1,14 +1,15 @@
 """The reload: read the file → validate (as ``rapid-mlx validate``) → diff per model → apply.
 
-One reload runs at a time. A trigger that arrives while one runs is answered by the next run,
-which reads the file again, so a burst of edits ends with the latest content applied once.
-An invalid file changes nothing: the errors are logged and kept for ``/admin/status``, and the
-last good config keeps serving.
+One reload at a time by construction: a run never awaits (reading, checking and diffing a
+small file, then ``ModelPool.apply``, which only starts background work), so no two runs
+interleave on the event loop, and every trigger reads the file as it is then: the latest
+content wins. What outlives a run — a replacement worker loading, an old one draining — is the
+pool's: a newer reload cancels a replacement it supersedes. An invalid file changes nothing:
+the errors are logged and kept for ``/admin/status``, and the last good config keeps serving.
 """
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import logging
 import time
@@ -28,7 +29,7 @@ logger = logging.getLogger(__name__)
 @dataclass(frozen=True)
 class ReloadResult:
     ok: bool
-    trigger: str  # "watch", "sighup", "api", "start"
+    trigger: str  # "watch", "sighup", "api"
     at: float  # unix time
     version: int  # the config version serving after this reload
     errors: list[str] = field(default_factory=list)  # as `rapid-mlx validate` prints them
@@ -71,9 +72,6 @@ class Reloader:
         self.version = 1
         self.hash = content_hash(text) if text is not None else None
         self.last: ReloadResult | None = None
-        self._lock = asyncio.Lock()
-        self._requested = 0  # triggers seen
-        self._covered = 0  # triggers a started run has read the file for
 
     def file_changed(self) -> bool:
         """Whether the file now differs from what was last loaded (an edit the watcher started too late to see)."""
@@ -82,20 +80,13 @@ class Reloader:
         except (OSError, UnicodeDecodeError):
             return True  # the reload reports why it cannot read it
 
-    def trigger(self, source: str) -> None:
-        """Schedule a reload (from a signal handler or the file watcher); returns at once."""
-        asyncio.get_running_loop().create_task(self.reload(source), name=f"reload[{source}]")
+    def reload(self, source: str) -> ReloadResult:
+        """Reload now, on the event loop's thread (the watcher, the SIGHUP handler, the admin route).
 
-    async def reload(self, source: str) -> ReloadResult:
-        """Reload now, or wait for the run that starts after this call and return its result."""
-        self._requested += 1
-        ticket = self._requested
-        async with self._lock:
-            if self._covered >= ticket and self.last is not None:
-                return self.last  # a run that started after this trigger already read the file
-            self._covered = self._requested
-            self.last = self._run(source)
-            return self.last
+        Never overlaps another run: see the module docstring.
+        """
+        self.last = self._run(source)
+        return self.last
 
     def _run(self, source: str) -> ReloadResult:
         now = time.time()
@@ -113,9 +104,9 @@ class Reloader:
         changes = diff_models(self._pool.running_configs(), config.models)
         server = diff_server(self._pool.config.server, config.server)
         self._pool.apply(config, changes)
-        if changes or server.live or server.needs_restart or content_hash(text) != self.hash:
+        if content_hash(text) != self.hash:  # the version counts the file's contents, not reloads
             self.version += 1
-        self.hash = content_hash(text)
+            self.hash = content_hash(text)
         result = ReloadResult(True, source, now, self.version, changes={c.model_id: c.describe() for c in changes},
                               server_changes=list(server.live), needs_restart=list(server.needs_restart))
         logger.info("config reloaded (%s): version %d, %s", source, self.version,
