@@ -7,6 +7,9 @@ States follow llama-swap's process lifecycle:
        |              load failed  \\--- restart ---- process died (requests fail with
     STOPPING <--stop()-- FAILED <---------------------/   WorkerDiedError, then backoff)
 
+A first start that fails to load, or ``crash_limit`` crashes within ``crash_window_s``, ends
+supervision: the state stays FAILED with ``gave_up`` set, and only a new handle tries again.
+
 One reader task per worker is the only loop over ``StepOutputs``; it hands each
 ``TokenDelta`` to its request's mailbox.
 

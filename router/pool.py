@@ -344,7 +344,10 @@ class ModelPool:
             for handle in list(self.handles.values()):
                 ttl = handle.config.ttl
                 if ttl > 0 and not handle.config.pin and handle.state is ModelState.IDLE and now - handle.last_used > ttl:
-                    await self._unload(handle, f"idle for {ttl:g}s (ttl)")
+                    try:
+                        await self._unload(handle, f"idle for {ttl:g}s (ttl)")
+                    except Exception:  # one model's failed stop must not end ttl unloading for all
+                        logger.exception("model %s: the ttl unload failed", handle.model_id)
 
     @staticmethod
     async def _stop_worker(worker: WorkerHandle) -> None:
