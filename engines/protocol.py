@@ -22,7 +22,7 @@ import struct
 
 import msgspec
 
-PROTOCOL_VERSION = 5  # 5: the prefix cache's disk tier; 4: AddRequest.snapshot_at, WorkerReady.exact_snapshots
+PROTOCOL_VERSION = 6  # 6: TokenDelta.queued_s/prefill_s; 5: the prefix cache's disk tier; 4: AddRequest.snapshot_at, ...
 FRAME_HEADER = struct.Struct(">I")
 MAX_FRAME_BYTES = 256 * 1024 * 1024
 # The environment variable a worker's WorkerSpec travels in (JSON).
@@ -118,6 +118,10 @@ class TokenDelta(msgspec.Struct, frozen=True, array_like=True, omit_defaults=Tru
     # With FinishReason.ERROR: a message in our words (no exception text) and whose fault it was.
     error: str | None = None
     error_kind: ErrorKind | None = None
+    # With the first delta: seconds from arrival in the worker to joining the generator, and
+    # from then to this first token (the prompt's prefill, cache lookups and loads included).
+    queued_s: float | None = None
+    prefill_s: float | None = None
 
 
 class WorkerStats(msgspec.Struct, frozen=True, array_like=True, gc=False):

@@ -84,6 +84,8 @@ class _Sequence:
     hit: PrefixHit | None = None  # the cache entry it started from, pinned while it runs
     prefilled_to: int = 0  # prompt tokens in its cache so far (its cache hit's to begin with)
     announced: bool = False  # whether cached_tokens went out with a delta yet
+    queued_s: float = 0.0  # from arrival in the worker to joining the generator
+    admitted_at: float = 0.0  # perf_counter when it joined the generator
     prefill_left: int = 0  # prompt tokens the generator has yet to prefill
     decoding: bool = False  # past its prompt, in the generator's decode batch
 
@@ -135,6 +137,7 @@ class Scheduler:
         self._by_uid: dict[int, _Sequence] = {}
         self._uid_by_request: dict[str, int] = {}
         self._rejected: list[TokenDelta] = []
+        self._arrived: dict[str, float] = {}  # request id → perf_counter at add(), until it joins the generator or ends
         self.prefix_cache = prefix_cache
         self._quantization = kv_quantization
         self._quantize_after = kv_quantization.quantize_after if kv_quantization is not None else 0
@@ -172,11 +175,14 @@ class Scheduler:
         if error is not None:
             self._reject(request.request_id, error, ErrorKind.INVALID_REQUEST)
             return
+        self._arrived[request.request_id] = time.perf_counter()
         self._start(request)
 
     def abort(self, request_ids: list[str]) -> None:
         """Free the slots of these requests now; their KV memory goes with them."""
         aborted = set(request_ids)
+        for request_id in request_ids:
+            self._arrived.pop(request_id, None)
         for request_id in [rid for rid in request_ids if rid in self._held or rid in self._loading]:
             self._held.pop(request_id, None)
             self._loading.pop(request_id, None)
@@ -392,9 +398,11 @@ class Scheduler:
             reset_random_state()
             self._reject(request.request_id, ENGINE_FAILED, ErrorKind.ENGINE)
             return None
+        now = time.perf_counter()
         sequence = _Sequence(request.request_id, request.sampling.top_logprobs, cached_tokens=start, guard=guard,
                              prompt=prompt, cuts=cuts, snapshot_points=points, hit=hit, prefilled_to=start,
-                             prefill_left=len(prompt) - start)
+                             prefill_left=len(prompt) - start, queued_s=now - self._arrived.pop(request.request_id, now),
+                             admitted_at=now)
         self._by_uid[uid] = sequence
         self._uid_by_request[request.request_id] = uid
         return sequence
@@ -509,6 +517,7 @@ class Scheduler:
 
     def _reject(self, request_id: str, message: str, kind: ErrorKind) -> None:
         logger.warning("rejected request %s: %s", request_id, message)
+        self._arrived.pop(request_id, None)
         self._rejected.append(TokenDelta(request_id, [], FinishReason.ERROR, error=message, error_kind=kind))
 
     def _release(self, request_ids: list[str]) -> list[int]:
@@ -553,16 +562,17 @@ class Scheduler:
         # On "stop" the token is the stop token itself: it ends the turn and is never shown.
         emitted = [] if finish is FinishReason.STOP else [response.token]
         logprobs = [logprob] if logprob is not None and emitted else None
-        cached = None
+        cached = queued_s = prefill_s = None
         if not sequence.announced:
             sequence.announced, cached = True, sequence.cached_tokens
+            queued_s, prefill_s = sequence.queued_s, time.perf_counter() - sequence.admitted_at
         if finish is not None:
             if self.prefix_cache is not None:
                 # Prompt and output as fed: the next turn of an agent usually starts with all of it.
                 self.prefix_cache.store(list(response.all_tokens), response.prompt_cache)
             del self._uid_by_request[sequence.request_id]
             self._end(response.uid)
-        return TokenDelta(sequence.request_id, emitted, finish, logprobs, cached)
+        return TokenDelta(sequence.request_id, emitted, finish, logprobs, cached, queued_s=queued_s, prefill_s=prefill_s)
 
 
 def _engine_failure(request_id: str) -> TokenDelta:

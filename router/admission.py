@@ -14,6 +14,7 @@ stream even started).
 from __future__ import annotations
 
 import contextvars
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from litestar.types import ASGIApp, Receive, Scope, Send
@@ -23,8 +24,8 @@ from router.errors import InvalidRequestError, OverloadedError
 if TYPE_CHECKING:
     from router.pool import ModelHandle
 
-# (model, places) the current HTTP request took; set per request by ``release_admissions``.
-_taken: contextvars.ContextVar[list[tuple[ModelHandle, int]] | None] = contextvars.ContextVar("rapidmlx_admissions", default=None)
+# What gives back the places the current HTTP request took; set per request by ``release_admissions``.
+_taken: contextvars.ContextVar[list[Callable[[], None]] | None] = contextvars.ContextVar("rapidmlx_admissions", default=None)
 
 
 def admit(handle: ModelHandle, count: int = 1) -> None:
@@ -35,9 +36,6 @@ def admit(handle: ModelHandle, count: int = 1) -> None:
         OverloadedError: the model has no room now (429, with Retry-After).
         RuntimeError: called outside an HTTP request (no scope to release it).
     """
-    taken = _taken.get()
-    if taken is None:
-        raise RuntimeError("admit() needs the release_admissions middleware around the request")
     limit = handle.config.max_concurrency + handle.config.max_queue
     if count > limit:
         raise InvalidRequestError(
@@ -47,21 +45,34 @@ def admit(handle: ModelHandle, count: int = 1) -> None:
             f"Model {handle.model_id!r} has {handle.inflight} requests in flight (limit {limit}); try again in 1s.",
             retry_after_s=1.0,
         )
+    release = _release_list()
     handle.take(count)
-    taken.append((handle, count))
+    release.append(lambda: handle.give_back(count))
+
+
+def on_release(callback: Callable[[], None]) -> None:
+    """Run ``callback`` when the current request's HTTP exchange is over (per-key limits use it)."""
+    _release_list().append(callback)
+
+
+def _release_list() -> list[Callable[[], None]]:
+    taken = _taken.get()
+    if taken is None:
+        raise RuntimeError("admission needs the release_admissions middleware around the request")
+    return taken
 
 
 def release_admissions(app: ASGIApp) -> ASGIApp:
     """Middleware: give back every place a request took once its exchange is over."""
 
     async def middleware(scope: Scope, receive: Receive, send: Send) -> None:
-        taken: list[tuple[ModelHandle, int]] = []
+        taken: list[Callable[[], None]] = []
         token = _taken.set(taken)
         try:
             await app(scope, receive, send)
         finally:
             _taken.reset(token)
-            for handle, count in taken:
-                handle.give_back(count)
+            for give_back in taken:
+                give_back()
 
     return middleware

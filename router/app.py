@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from litestar import Litestar
+from litestar.config.cors import CORSConfig
 from litestar.datastructures import State
 from litestar.di import Provide
 
@@ -24,10 +25,15 @@ from router.api.responses.controller import ResponsesController
 from router.admission import release_admissions
 from router.ops.config import RouterConfig, resolve_runtime_dir
 from router.ops.admin import AdminController
+from router.ops.auth.guard import Access, require_key
+from router.ops.metrics.families import Metrics
+from router.ops.metrics.http import MetricsController, counting_hook
+from router.ops.metrics.workers import PoolCollector
 from router.ops.reload.reloader import Reloader
 from router.ops.reload.watch import watch_config_file
 from router.errors import handle_exception
 from router.http.body_timeout import BodyTimeoutMiddleware
+from router.http.request_id import RequestIdMiddleware, add_request_id_header
 from router.pool import ModelPool
 from router.api.responses.store import ResponseStore
 
@@ -43,8 +49,14 @@ def create_app(config: RouterConfig, *, runtime_dir: Path | None = None, config_
     ``config_path`` is the file reloads read (with the same ``env`` and ``overrides`` the config was
     loaded with); without it the config is fixed (the demo).
     """
-    pool = ModelPool(config, runtime_dir or resolve_runtime_dir(config.server))
-    reloader = Reloader(pool, config_path, text=config_text, env=env, overrides=overrides)
+    metrics = Metrics()
+    pool = ModelPool(config, runtime_dir or resolve_runtime_dir(config.server), metrics)
+    collector = PoolCollector(pool)
+    metrics.registry.register(collector)
+    access = Access()
+    access.update(config, env)
+    reloader = Reloader(pool, config_path, text=config_text, env=env, overrides=overrides, access=access)
+    _warn_if_open(config)
 
     @contextlib.asynccontextmanager
     async def run_pool(app: Litestar) -> AsyncIterator[None]:
@@ -75,23 +87,42 @@ def create_app(config: RouterConfig, *, runtime_dir: Path | None = None, config_
     def provide_reloader(state: State) -> Reloader:
         return state.reloader
 
+    def provide_metrics(state: State) -> Metrics:
+        return state.metrics
+
+    def provide_collector(state: State) -> PoolCollector:
+        return state.collector
+
     return Litestar(
         route_handlers=[
             HealthController, ModelsController, ChatCompletionsController, CompletionsController,
-            ResponsesController, MessagesController, AdminController,
+            ResponsesController, MessagesController, AdminController, MetricsController,
         ],
         dependencies={
             "pool": Provide(provide_pool, sync_to_thread=False),
             "responses": Provide(provide_responses, sync_to_thread=False),
             "reloader": Provide(provide_reloader, sync_to_thread=False),
+            "metrics": Provide(provide_metrics, sync_to_thread=False),
+            "collector": Provide(provide_collector, sync_to_thread=False),
         },
         exception_handlers={Exception: handle_exception},
-        middleware=[release_admissions, BodyTimeoutMiddleware(config.server.body_timeout_s)],
+        middleware=[RequestIdMiddleware(), release_admissions, BodyTimeoutMiddleware(config.server.body_timeout_s)],
+        before_send=[add_request_id_header, counting_hook(metrics)],
         lifespan=[run_pool],
-        state=State({"pool": pool, "responses": ResponseStore(), "reloader": reloader}),
+        state=State({"pool": pool, "responses": ResponseStore(), "reloader": reloader, "access": access, "metrics": metrics,
+                     "collector": collector}),
+        guards=[require_key],
+        cors_config=CORSConfig(allow_origins=list(config.server.cors_origins)) if config.server.cors_origins else None,
         request_max_body_size=int(config.server.max_body_mb * 1024 * 1024),
         openapi_config=None,
+        logging_config=None,  # the process's logging is `rapid-mlx serve`'s (one format, with request ids)
     )
+
+
+def _warn_if_open(config: RouterConfig) -> None:
+    if not config.keys and config.server.host not in ("127.0.0.1", "::1", "localhost"):
+        logger.warning("no [[keys]] configured and bound to %s: anyone who can reach the port can use every model",
+                       config.server.host)
 
 
 def _add_signal_handler(sig: signal.Signals, callback) -> bool:

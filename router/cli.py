@@ -113,16 +113,29 @@ def _serve(args: argparse.Namespace) -> int:
     except RuntimeDirError as exc:
         print(f"rapid-mlx: {exc}", file=sys.stderr)
         return 1
-    logging.basicConfig(level=config.server.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    _configure_logging(config.server.log_level)
     config_path = args.config.absolute() if args.config else None
     app = create_app(config, runtime_dir=runtime_dir, config_path=config_path, config_text=text, overrides=overrides)
     logger.info("serving %s on http://%s:%d", ", ".join(config.models), config.server.host, config.server.port)
     server = _graceful_server_class()(uvicorn.Config(
         app, host=config.server.host, port=config.server.port, log_level=config.server.log_level,
         timeout_graceful_shutdown=int(config.server.drain_timeout_s), http=header_timeout_protocol(config.server.header_timeout_s),
+        log_config=None,  # uvicorn's lines go through the root handler too, with their request ids
     ))
     server.run()
     return 0 if server.started else 1
+
+
+def _configure_logging(level: str) -> None:
+    """One format for the router's lines and uvicorn's: time, level, logger, request id, message.
+
+    ``force``: an import (transformers, via mlx-lm) may have configured the root logger already.
+    """
+    from router.http.request_id import RequestIdFilter
+
+    logging.basicConfig(level=level.upper(), format="%(asctime)s %(levelname)s %(name)s [%(request_id)s]: %(message)s", force=True)
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(RequestIdFilter())
 
 
 def _graceful_server_class():

@@ -58,6 +58,18 @@ class ContextLengthError(InvalidRequestError):
         self.max_context = max_context
 
 
+class AuthenticationError(RouterError):
+    """No key, or one that is not configured (401). The message never echoes what was sent."""
+
+    status, type, code = 401, "invalid_request_error", "invalid_api_key"
+
+
+class PermissionDeniedError(RouterError):
+    """A valid key that may not use this model or route (403)."""
+
+    status, type, code = 403, "permission_error", "permission_denied"
+
+
 class ModelNotFoundError(RouterError):
     status, type, code = 404, "invalid_request_error", "model_not_found"
 
@@ -159,6 +171,8 @@ def error_body(error: RouterError, *, anthropic: bool = False) -> dict[str, Any]
 def handle_exception(request: Request, exc: Exception) -> Response:
     """Litestar exception handler for every route."""
     error = as_router_error(exc)
+    # For the metrics' before_send hook (router/ops/metrics/http.py): why the request was refused.
+    request.scope.setdefault("state", {})["error_code"] = error.code or error.type
     headers = {}
     if error.retry_after_s is not None:
         headers["Retry-After"] = str(max(1, round(error.retry_after_s)))

@@ -19,6 +19,7 @@ from engines.errors import WorkerLoadError, WorkerNotReadyError
 from router.errors import ModelUnavailableError
 from router.ops.config import ModelConfig
 from router.ops.memory import MemoryEstimate
+from router.ops.metrics.families import Metrics
 from router.turn.parser_choice import ParserChoice, prompt_opens_thinking
 
 
@@ -47,6 +48,8 @@ class ModelHandle:
     heartbeat_s: float = 5.0  # [server] keepalive_s
     allow_request_chat_template: bool = False  # [server] allow_request_chat_template
     chat_template_timeout_s: float = 10.0  # [server] chat_template_timeout_s
+    log_content: bool = False  # [server] log_content
+    metrics: Metrics | None = None  # the app's metric families (None: not counted)
     load_error: str | None = None  # the files, tokenizer or parser pins could not load
     replacement_error: str | None = None  # a reload's new worker did not start; this one kept serving
     parsers: ParserChoice | None = None  # chosen when the tokenizer loads

@@ -31,11 +31,13 @@ from typing import Any
 import anyio
 
 from engines.client import WorkerHandle, WorkerState
+from engines.errors import WorkerLoadError, WorkerNotReadyError
 from engines.protocol import WorkerSpec
 from router.errors import ModelNotFoundError, ModelUnavailableError
 from router.handle import ModelHandle, ModelState
 from router.model_files import ModelFilesError, read_max_context, read_vocab_size, resolve_model_path
 from router.ops.config import ModelConfig, RouterConfig
+from router.ops.metrics.families import Metrics
 from router.ops.memory import GB, MemoryEstimate, Resident, estimate_memory, no_room_message, plan_eviction
 from router.ops.reload.diff import ENGINE_FIELDS, RESTART_FIELDS, ModelChange
 from router.ops.runtime_dir import prepare_runtime_dir
@@ -56,8 +58,10 @@ TTL_CHECK_S = 1.0  # how often idle models are checked against their ttl
 class ModelPool:
     """Owns every ModelHandle; created in the app's lifespan."""
 
-    def __init__(self, config: RouterConfig, runtime_dir: Path) -> None:
+    def __init__(self, config: RouterConfig, runtime_dir: Path, metrics: Metrics | None = None) -> None:
         self.config = config
+        self.metrics = metrics or Metrics()
+        self._past_restarts: dict[str, int] = {}  # model id → restarts of its workers that are gone
         self._runtime_dir = runtime_dir
         # Socket names carry it, so two routers sharing a runtime dir never meet.
         self._instance = secrets.token_hex(4)
@@ -149,14 +153,14 @@ class ModelPool:
     async def unload(self, model_id: str) -> ModelHandle:
         """Drain and stop a model's worker (``POST /admin/models/{id}/unload``); it loads again on demand."""
         handle = self._configured(model_id)
-        await self._unload(handle, "unloaded by an operator")
+        await self._unload(handle, "unloaded by an operator", cause="operator")
         return handle
 
     def clear_failure(self, handle: ModelHandle) -> None:
         """Forget why the model failed, so its next load tries again."""
         handle.load_error = handle.replacement_error = None
         if handle.worker is not None and handle.worker.gave_up:
-            handle.worker = None  # its process is gone and its supervisor has stopped
+            self._forget_worker(handle)  # its process is gone and its supervisor has stopped
 
     # ------------------------------------------------------------------ reload
 
@@ -207,7 +211,7 @@ class ModelPool:
         for model_id, handle in self.handles.items():
             if model_id not in config.models:
                 self._cancel_replacement(model_id)
-                self._retire(handle, "removed from the config")
+                self._retire(handle, "removed from the config", cause="removed")
         self.handles = handles
 
     def _update_live(self, handle: ModelHandle, config: ModelConfig, change: ModelChange | None) -> None:
@@ -251,7 +255,7 @@ class ModelPool:
             old.replacement_error = f"a reload's new worker did not start ({exc.message}); the previous one keeps serving"
             logger.error("model %s: %s", model_id, old.replacement_error)
             self._replacing.pop(model_id, None)
-            self._retire(new, "its replacement failed")
+            self._retire(new, "its replacement failed", cause="reload")
             return
         self._replacing.pop(model_id, None)
         new.replaces = None
@@ -261,23 +265,23 @@ class ModelPool:
                         model_id, new.worker.pid, old.worker.pid if old.worker else None)
             self._retire(old, "replaced by a reload")
         else:
-            self._retire(new, "removed before its replacement was ready")
+            self._retire(new, "removed before its replacement was ready", cause="removed")
 
     def _cancel_replacement(self, model_id: str) -> None:
         pending = self._replacing.pop(model_id, None)
         if pending is not None:
             handle, task = pending
             task.cancel()
-            self._retire(handle, "superseded by a newer reload")
+            self._retire(handle, "superseded by a newer reload", cause="reload")
 
-    def _retire(self, handle: ModelHandle, reason: str) -> None:
+    def _retire(self, handle: ModelHandle, reason: str, *, cause: str = "reload") -> None:
         """Stop routing to ``handle``; its worker stops once its requests end (or drain_timeout_s)."""
         handle.retired = True
         self._retiring.add(handle)
 
         async def drain_and_stop() -> None:
             try:
-                await self._unload(handle, reason)
+                await self._unload(handle, reason, cause=cause)
             finally:
                 self._retiring.discard(handle)
 
@@ -286,7 +290,7 @@ class ModelPool:
     # ------------------------------------------------------------------ internal
 
     def _new_handle(self, model_id: str, config: ModelConfig) -> ModelHandle:
-        handle = ModelHandle(model_id, config, int(time.time()))
+        handle = ModelHandle(model_id, config, int(time.time()), metrics=self.metrics)
         self._apply_server_settings(handle)
         return handle
 
@@ -295,6 +299,7 @@ class ModelPool:
         handle.heartbeat_s = server.keepalive_s
         handle.allow_request_chat_template = server.allow_request_chat_template
         handle.chat_template_timeout_s = server.chat_template_timeout_s
+        handle.log_content = server.log_content
 
     def _configured(self, model_id: str) -> ModelHandle:
         if model_id not in self.handles:
@@ -318,7 +323,7 @@ class ModelPool:
         except ModelUnavailableError as exc:
             logger.error("model %s did not load: %s", handle.model_id, exc.message)
 
-    async def _unload(self, handle: ModelHandle, reason: str) -> None:
+    async def _unload(self, handle: ModelHandle, reason: str, *, cause: str) -> None:
         """Take no new requests, wait for those in flight (drain_timeout_s), stop the worker."""
         worker = handle.worker
         if worker is None:
@@ -332,9 +337,20 @@ class ModelPool:
             await self._stop_worker(worker)
         finally:
             if handle.worker is worker:
-                handle.worker = None
+                self._forget_worker(handle)
             handle.draining = False
+        self.metrics.model_unloads.labels(handle.model_id, cause).inc()
         logger.info("model %s: worker (pid %s) stopped: %s", handle.model_id, worker.pid, reason)
+
+    def _forget_worker(self, handle: ModelHandle) -> None:
+        """Drop the handle's (stopped) worker, keeping its restarts for the metric."""
+        self._past_restarts[handle.model_id] = self._past_restarts.get(handle.model_id, 0) + handle.worker.restarts
+        handle.worker = None
+
+    def restarts(self, model_id: str) -> int:
+        """Crash restarts of ``model_id``'s workers since the router started (a counter)."""
+        live = sum(h.worker.restarts for h in self._every_handle() if h.model_id == model_id and h.worker is not None)
+        return self._past_restarts.get(model_id, 0) + live
 
     async def _unload_expired(self) -> None:
         """Unload models idle longer than their ttl (pinned ones never)."""
@@ -345,7 +361,7 @@ class ModelPool:
                 ttl = handle.config.ttl
                 if ttl > 0 and not handle.config.pin and handle.state is ModelState.IDLE and now - handle.last_used > ttl:
                     try:
-                        await self._unload(handle, f"idle for {ttl:g}s (ttl)")
+                        await self._unload(handle, f"idle for {ttl:g}s (ttl)", cause="ttl")
                     except Exception:  # one model's failed stop must not end ttl unloading for all
                         logger.exception("model %s: the ttl unload failed", handle.model_id)
 
@@ -378,7 +394,18 @@ class ModelPool:
             handle.worker = WorkerHandle(self._worker_spec(handle, path), crash_limit=self.config.server.crash_limit,
                                          crash_window_s=self.config.server.crash_window_s)
             handle.worker.start()
+        self._spawn(self._count_load(handle.model_id, handle.worker), f"load[{handle.model_id}]")
         logger.info("model %s: starting its worker (memory estimate %s)", handle.model_id, memory.describe())
+
+    async def _count_load(self, model_id: str, worker: WorkerHandle) -> None:
+        started = time.perf_counter()
+        try:
+            await worker.wait_ready(None)
+        except (WorkerLoadError, WorkerNotReadyError):
+            self.metrics.model_loads.labels(model_id, "failed").inc()
+            return
+        self.metrics.model_loads.labels(model_id, "ready").inc()
+        self.metrics.load_seconds.labels(model_id).observe(time.perf_counter() - started)
 
     async def _make_room(self, handle: ModelHandle, memory: MemoryEstimate) -> None:
         """Unload idle unpinned models until ``handle`` fits the budget, or refuse with the reason."""
@@ -394,7 +421,8 @@ class ModelPool:
         by_id = {h.model_id: h for h in self.handles.values()}
         for victim in victims:
             logger.info("model %s: unloading idle %s to fit the memory budget", handle.model_id, victim.model_id)
-            await self._unload(by_id[victim.model_id], f"made room for {handle.model_id} (memory_budget_gb)")
+            self.metrics.model_evictions.labels(victim.model_id).inc()
+            await self._unload(by_id[victim.model_id], f"made room for {handle.model_id} (memory_budget_gb)", cause="budget")
 
     def _worker_spec(self, handle: ModelHandle, path: Path) -> WorkerSpec:
         return WorkerSpec(

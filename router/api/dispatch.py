@@ -7,6 +7,9 @@ import uuid
 from collections.abc import Callable
 
 from router.admission import admit
+from router.errors import PermissionDeniedError
+from router.ops.auth.guard import current_key
+from router.ops.auth.keys import may_use
 from router.pool import ModelHandle, ModelPool
 from router.turn.turn import Turn, TurnEnd, TurnEvent
 
@@ -20,12 +23,21 @@ async def open_model(pool: ModelPool, name: str, *, generations: int = 1, wait: 
     (``Generation.stream``), so the client sees a live connection rather than silence.
     """
     while True:
-        handle = pool.resolve(name)
+        handle = allowed_model(pool, name)
         await (pool.ensure_ready(handle) if wait else pool.ensure_started(handle))
         # A reload may have replaced or removed the model while this request waited: ask again.
         if not handle.retired:
             admit(handle, generations)
             return handle
+
+
+def allowed_model(pool: ModelPool, name: str) -> ModelHandle:
+    """Resolve ``name`` (404) and check the request's key may use it (403)."""
+    handle = pool.resolve(name)
+    key = current_key.get()
+    if not may_use(key, name, handle.model_id):
+        raise PermissionDeniedError(f"Key {key.name!r} may not use model `{name}`.", param="model")
+    return handle
 
 
 async def run_whole_turn(turn: Turn, apply: Callable[[TurnEvent], object]) -> TurnEnd | None:

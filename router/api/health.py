@@ -13,7 +13,7 @@ from router.pool import ModelPool
 class HealthController(Controller):
     path = "/"
 
-    @get_or_head("/health")
+    @get_or_head("/health", opt={"open": True})  # for probes: no key, and says nothing about models
     async def health(self) -> dict[str, str]:
         """Alive: the router answers (models may still be loading)."""
         return {"status": "ok"}

@@ -7,6 +7,9 @@ from typing import Any
 
 from litestar import Controller
 
+from router.api.dispatch import allowed_model
+from router.ops.auth.guard import current_key
+from router.ops.auth.keys import may_use
 from router.http.methods import get_or_head
 from router.pool import ModelHandle, ModelPool
 
@@ -33,7 +36,8 @@ class ModelsController(Controller):
 
     @get_or_head()
     async def list_models(self, pool: ModelPool) -> dict[str, Any]:
-        data = [model_entry(handle) for handle in pool.handles.values()]
+        key = current_key.get()
+        data = [model_entry(handle) for handle in pool.handles.values() if may_use(key, handle.model_id, handle.model_id)]
         return {
             "object": "list",
             "data": data,
@@ -45,4 +49,4 @@ class ModelsController(Controller):
     @get_or_head("/{model_name:path}")
     async def retrieve(self, pool: ModelPool, model_name: str) -> dict[str, Any]:
         name = model_name.lstrip("/")
-        return model_entry(pool.resolve(name), name)
+        return model_entry(allowed_model(pool, name), name)

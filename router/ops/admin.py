@@ -2,8 +2,8 @@
 
 ``GET /admin/status``, ``POST /admin/reload``, ``POST /admin/models/{id}/load`` and ``/unload``.
 The workers' counters (engines.protocol.WorkerStatus) are asked for now; the metrics issue
-exports the same numbers to Prometheus. Until keys exist (the team-endpoint issue puts these
-routes behind an admin key) they answer only to clients on loopback.
+exports the same numbers to Prometheus. With `[[keys]]` these routes need an admin key; without
+keys they answer only to clients on loopback.
 """
 
 from __future__ import annotations
@@ -34,7 +34,9 @@ class AdminOnlyError(RouterError):
 
 
 def loopback_only(connection: ASGIConnection, _: BaseRouteHandler) -> None:
-    """Admin routes answer only to this machine until keys exist (issue: team endpoint)."""
+    """Without keys, admin routes answer only to this machine (with keys, an admin key: router/ops/auth)."""
+    if connection.app.state.access.keys.enabled:
+        return
     host = connection.client.host if connection.client else ""
     try:
         address = ipaddress.ip_address(host)
@@ -44,7 +46,7 @@ def loopback_only(connection: ASGIConnection, _: BaseRouteHandler) -> None:
         # A dual-stack listener sees an IPv4 client as ::ffff:127.0.0.1.
         local = (address.ipv4_mapped or address).is_loopback if address.version == 6 else address.is_loopback
     if not local:
-        raise AdminOnlyError("Admin routes answer only on loopback until admin keys are configured.")
+        raise AdminOnlyError("Admin routes answer only on loopback while no keys are configured.")
 
 
 async def model_status(pool: ModelPool, handle: ModelHandle) -> dict[str, Any]:
@@ -100,6 +102,7 @@ async def worker_status(handle: ModelHandle) -> dict[str, Any]:
 class AdminController(Controller):
     path = "/admin"
     guards = [loopback_only]
+    opt = {"admin": True}
 
     @get_or_head("/status")
     async def status(self, pool: ModelPool, reloader: Reloader) -> dict[str, Any]:

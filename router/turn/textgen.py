@@ -16,6 +16,9 @@ from dataclasses import dataclass, field
 from engines.errors import EngineRequestError
 from engines.protocol import AddRequest, ErrorKind, FinishReason, SamplingParams, TokenLogprob
 from router.errors import ModelUnavailableError
+from router.http.request_id import arrived_at
+from router.ops.auth.guard import current_key
+from router.ops.metrics.requests import GenerationTimes, observe_generation
 from router.pool import LOAD_WAIT_S, ModelHandle
 from router.turn.stops import StopStringMatcher
 
@@ -67,6 +70,8 @@ class Generation:
         self.cached_tokens = 0
         self.finish_reason: str | None = None
         self.stop_sequence: str | None = None  # the stop string that ended the output, if one did
+        self.times = GenerationTimes(arrived_at.get() or time.perf_counter())
+        self._key = current_key.get()  # read here: the request's context, for the per-key counters
 
     async def stream(self) -> AsyncIterator[TextDelta]:
         """Yield text as it is decoded; the last delta carries ``finish_reason``.
@@ -76,8 +81,6 @@ class Generation:
         connections (Codex's stream idle timeout, proxies).
         """
         tokenizer = self.handle.tokenizer
-        detokenizer = tokenizer.detokenizer
-        stops = StopStringMatcher(self.request.stop)
         add = AddRequest(
             self.request_id,
             self.request.prompt_tokens,
@@ -94,16 +97,36 @@ class Generation:
                 if time.monotonic() > deadline:
                     raise ModelUnavailableError(f"Model {handle.model_id!r} is still loading.", retry_after_s=10.0)
                 yield TextDelta("")
+        try:
+            # aclosing: a client that goes away closes the inner stream now, which aborts the request.
+            async with contextlib.aclosing(self._deltas(handle, add)) as deltas:
+                async for delta in deltas:
+                    yield delta
+        finally:
+            if self.finish_reason is not None and handle.metrics is not None:
+                observe_generation(handle.metrics, handle.model_id, self._key.name if self._key else None, self.times,
+                                   prompt_tokens=self.prompt_tokens, cached_tokens=self.cached_tokens,
+                                   completion_tokens=self.completion_tokens, finish_reason=self.finish_reason)
+
+    async def _deltas(self, handle: ModelHandle, add: AddRequest) -> AsyncIterator[TextDelta]:
+        tokenizer = handle.tokenizer
+        detokenizer = tokenizer.detokenizer
+        stops = StopStringMatcher(self.request.stop)
+        times = self.times
         async with contextlib.aclosing(handle.worker.generate(add, heartbeat_s=handle.heartbeat_s)) as batches:
             async for batch in batches:
                 if not batch:
                     yield TextDelta("")
                     continue
+                now = time.perf_counter()
                 for delta in batch:
                     if delta.error is not None:
                         raise EngineRequestError(delta.error, invalid=delta.error_kind is ErrorKind.INVALID_REQUEST)
                     if delta.cached_tokens is not None:
                         self.cached_tokens = delta.cached_tokens
+                        times.queued_s, times.prefill_s = delta.queued_s, delta.prefill_s
+                    if delta.token_ids:
+                        times.tokens_arrived(now, len(delta.token_ids))
                     self.completion_tokens += len(delta.token_ids)
                     for token in delta.token_ids:
                         detokenizer.add_token(token)

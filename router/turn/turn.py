@@ -7,6 +7,8 @@ templates, limits, tool choice and parsing behave the same on all of them.
 
 from __future__ import annotations
 
+import logging
+
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -19,6 +21,8 @@ from router.errors import InvalidRequestError, shown
 from router.pool import ModelHandle
 from router.turn.textgen import Generation, GenerationRequest, TokenInfo
 from router.turn.sampling import SamplingInput, build_sampling, resolve_max_tokens, stop_token_ids
+
+logger = logging.getLogger(__name__)
 
 ToolChoiceMode = Literal["auto", "none", "required", "named"]
 
@@ -93,10 +97,13 @@ class Turn:
         parser = self._make_parser()
         limit = None if self._request.parallel_tool_calls else 1
         muted: set[int] = set()  # calls past the parallel_tool_calls=false limit
+        output: list[str] | None = [] if self._handle.log_content else None
         async for delta in self.generation.stream():
             if not (delta.text or delta.logprobs or delta.finish_reason):
                 yield Heartbeat()
                 continue
+            if output is not None:
+                output.append(delta.text)
             for event in parser.feed(delta.text) if parser else [ContentDelta(delta.text)] if delta.text else []:
                 if (out := self._admit(event, limit, muted)) is not None:
                     yield out
@@ -105,7 +112,18 @@ class Turn:
         for event in parser.finish() if parser else []:
             if (out := self._admit(event, limit, muted)) is not None:
                 yield out
-        yield self._end(parser)
+        end = self._end(parser)
+        self._log(end, output)
+        yield end
+
+    def _log(self, end: TurnEnd, output: list[str] | None) -> None:
+        """One line per turn: counts only, unless ``[server] log_content`` asks for the text too."""
+        generation = self.generation
+        logger.info("%s: %d prompt tokens (%d cached), %d generated, finish %s", self._handle.model_id,
+                    generation.prompt_tokens, generation.cached_tokens, generation.completion_tokens, end.finish_reason)
+        if output is not None:
+            logger.info("%s: prompt %r", self._handle.model_id, self.prompt.text)
+            logger.info("%s: output %r", self._handle.model_id, "".join(output))
 
     def _admit(self, event: ParseEvent, limit: int | None, muted: set[int]) -> ParseEvent | None:
         if isinstance(event, ReasoningDelta):

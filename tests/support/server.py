@@ -35,11 +35,11 @@ class LiveServer:
             self.config["server"].update(server)
         self.config_path.write_text(tomli_w.dumps(self.config))
 
-    def admin(self, path: str = "/admin/status", method: str = "GET") -> httpx.Response:
-        return httpx.request(method, self.base_url + path, timeout=180)
+    def admin(self, path: str = "/admin/status", method: str = "GET", headers: dict | None = None) -> httpx.Response:
+        return httpx.request(method, self.base_url + path, timeout=180, headers=headers)
 
-    def status(self) -> dict:
-        return self.admin().json()
+    def status(self, headers: dict | None = None) -> dict:
+        return self.admin(headers=headers).json()
 
     @property
     def base_url(self) -> str:
@@ -103,12 +103,16 @@ class ServerFactory:
         self._root = root
         self._servers: list[LiveServer] = []
 
-    def start(self, models: dict[str, dict], *, server: dict | None = None, wait: bool = True, symlink: bool = False) -> LiveServer:
-        """Write a config with these ``[models.*]`` tables and serve it (through a symlink if asked)."""
+    def start(self, models: dict[str, dict], *, server: dict | None = None, wait: bool = True, symlink: bool = False,
+              keys: list[dict] | None = None, env: dict[str, str] | None = None) -> LiveServer:
+        """Write a config with these ``[models.*]`` (and ``[[keys]]``) tables and serve it (through a
+        symlink if asked), with ``env`` added to the server's environment."""
         index = len(self._servers)
         runtime_dir = self._root / f"run{index}"
         port = free_port()
         config = {"server": {"port": port, "runtime_dir": str(runtime_dir), "offline": True, **(server or {})}, "models": models}
+        if keys:
+            config["keys"] = keys
         config_path = self._root / f"config{index}.toml"
         if symlink:
             target = self._root / f"targets{index}" / "v1.toml"
@@ -121,7 +125,7 @@ class ServerFactory:
         with open(log_path, "wb") as log:
             process = subprocess.Popen(
                 [sys.executable, "-m", "router.cli", "serve", "--config", str(config_path)],
-                stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"},
+                stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
             )
         live = LiveServer(process, port, log_path, Path(config["server"]["runtime_dir"]), config_path, config)
         self._servers.append(live)

@@ -3,6 +3,7 @@
 from .errors import ConfigError
 from .load import load_config, load_config_text, resolve_runtime_dir, single_model_config, validate_file
 from .schema import (
+    KeyConfig,
     KVCacheConfig,
     ModelConfig,
     PrefixCacheConfig,
@@ -14,6 +15,7 @@ from .schema import (
 __all__ = [
     "ConfigError",
     "KVCacheConfig",
+    "KeyConfig",
     "ModelConfig",
     "PrefixCacheConfig",
     "RouterConfig",

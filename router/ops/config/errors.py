@@ -142,6 +142,8 @@ def _message(error: Mapping[str, Any], root: type[BaseModel]) -> tuple[tuple[str
     kind = error["type"]
     if kind == "missing":
         return path, "required"
+    if kind == "config_rule":  # a schema check that words its own message (KeyConfig's secret)
+        return path, error["msg"]
     if kind == "extra_forbidden":
         allowed = ", ".join(target.owner.model_fields) if target.owner else "none"
         return path, f"unknown key; allowed keys: {allowed}"

@@ -28,7 +28,7 @@ from pydantic_settings import (
 )
 
 from .errors import ConfigError, dotted_path, translate_errors
-from .schema import ModelConfig, ModelId, RouterConfig, ServerConfig
+from .schema import KeyConfig, ModelConfig, ModelId, RouterConfig, ServerConfig
 
 __all__ = [
     "ENV_PREFIX",
@@ -187,6 +187,23 @@ def alias_conflicts(models: Any) -> list[str]:
     return lines
 
 
+def key_name_conflicts(keys: Any) -> list[str]:
+    """`[[keys]]` names must be unique: logs, metrics and limits are kept by name."""
+    if not isinstance(keys, (list, tuple)):
+        return []
+    seen: dict[str, int] = {}
+    lines = []
+    for index, key in enumerate(keys):
+        name = key.name if isinstance(key, KeyConfig) else key.get("name") if isinstance(key, Mapping) else None
+        if not isinstance(name, str):
+            continue
+        if name in seen:
+            lines.append(f"keys[{index}].name: {json.dumps(name)} is also the name of keys[{seen[name]}]")
+        else:
+            seen[name] = index
+    return lines
+
+
 def _aliases_of(table: Any) -> list[str]:
     if isinstance(table, ModelConfig):
         return list(table.aliases)
@@ -230,6 +247,7 @@ class _RouterSettings(BaseSettings):
 
     server: ServerConfig = Field(default_factory=ServerConfig)
     models: dict[ModelId, ModelConfig] = Field(default_factory=dict)
+    keys: tuple[KeyConfig, ...] = ()
 
     @model_validator(mode="wrap")
     @classmethod
@@ -237,6 +255,7 @@ class _RouterSettings(BaseSettings):
         # Cross-model checks run on the merged raw data as well, so one pass reports field errors and
         # alias conflicts together instead of making the operator fix them in rounds.
         conflicts = alias_conflicts(data.get("models") if isinstance(data, Mapping) else None)
+        conflicts += key_name_conflicts(data.get("keys") if isinstance(data, Mapping) else None)
         try:
             settings = handler(data)
         except ValidationError as exc:
@@ -338,4 +357,8 @@ def _build(document: dict[str, Any], env: Mapping[str, str], overrides: Mapping[
         raise ConfigError(translate_errors(exc, RouterConfig, origins=origins)) from None
     except SettingsError as exc:
         raise ConfigError([f"environment: {exc}"]) from None
-    return RouterConfig(server=settings.server, models=settings.models)
+    missing = [f"keys[{i}].key_env: environment variable {key.key_env} is not set (it holds the key's secret)"
+               for i, key in enumerate(settings.keys) if key.key_env and not env.get(key.key_env)]
+    if missing:
+        raise ConfigError(missing)
+    return RouterConfig(server=settings.server, models=settings.models, keys=settings.keys)

@@ -6,15 +6,17 @@ error wording belong to `load.py` and `errors.py`.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, GetCoreSchemaHandler
+from pydantic import BaseModel, ConfigDict, Field, GetCoreSchemaHandler, model_validator
 from pydantic_core import PydanticCustomError, core_schema
 
 __all__ = [
     "KVCacheConfig",
+    "KeyConfig",
     "ModelConfig",
     "ModelId",
     "PrefixCacheConfig",
@@ -64,6 +66,8 @@ def _is_name(value: str) -> bool:
 # What clients put in `"model": ...`: any non-empty string without whitespace.
 ModelId = Annotated[str, Rule("a non-empty name without whitespace", _is_name)]
 _NonEmpty = Annotated[str, Rule("a non-empty string", bool)]
+_EnvName = Annotated[str, Rule("an environment variable name", lambda v: v == "" or re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", v) is not None)]
+_Sha256 = Annotated[str, Rule("64 hexadecimal characters (a SHA-256)", lambda v: v == "" or re.fullmatch(r"[0-9a-fA-F]{64}", v) is not None)]
 
 
 class _Frozen(BaseModel):
@@ -108,6 +112,12 @@ class ServerConfig(_Frozen):
     """Crashes within `crash_window_s` after which a model is marked failed instead of restarting again."""
     crash_window_s: Annotated[float, Field(gt=0)] = 300.0
     """The window `crash_limit` counts crashes in."""
+    metrics_auth: bool = True
+    """With keys configured, `/metrics` needs an admin key (false: open, for a scraper on a private network)."""
+    log_content: bool = False
+    """Log each turn's prompt and output text; off, logs carry ids, counts and timings only."""
+    cors_origins: tuple[_NonEmpty, ...] = ()
+    """Browser origins allowed to call the API (CORS), e.g. "http://localhost:3000"; none by default."""
 
 
 class SamplingDefaults(_Frozen):
@@ -187,8 +197,34 @@ class ModelConfig(_Frozen):
     prefix_cache: PrefixCacheConfig = Field(default_factory=PrefixCacheConfig)
 
 
+class KeyConfig(_Frozen):
+    """`[[keys]]`: one client of the endpoint. With any key configured, every route but /health needs one."""
+
+    name: ModelId
+    """What logs and metrics call this key (never the secret). Required, unique."""
+    key_env: _EnvName = ""
+    """Environment variable holding the secret, read at start and on every reload."""
+    key_sha256: _Sha256 = ""
+    """The secret's SHA-256 in hex, instead of key_env: `printf %s "$SECRET" | sha256sum`."""
+    models: tuple[ModelId, ...] = ("*",)
+    """Model ids, aliases or fnmatch globs this key may use."""
+    rpm: Annotated[int, Field(ge=0)] = 0
+    """Requests per minute (0 = unlimited); beyond it 429 with Retry-After."""
+    max_concurrent: Annotated[int, Field(ge=0)] = 0
+    """Requests in flight at once (0 = unlimited); beyond it 429."""
+    admin: bool = False
+    """May use /admin/* (and /metrics while metrics_auth is on)."""
+
+    @model_validator(mode="after")
+    def _one_secret(self) -> KeyConfig:
+        if bool(self.key_env) == bool(self.key_sha256):
+            raise PydanticCustomError("config_rule", "set exactly one of key_env and key_sha256")
+        return self
+
+
 class RouterConfig(_Frozen):
     """The whole file. `models` keeps file order (glob aliases resolve first-declared-wins)."""
 
     server: ServerConfig = Field(default_factory=ServerConfig)
     models: dict[ModelId, ModelConfig] = Field(default_factory=dict)
+    keys: tuple[KeyConfig, ...] = ()

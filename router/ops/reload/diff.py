@@ -20,7 +20,8 @@ from router.ops.config import ModelConfig, ServerConfig
 ENGINE_FIELDS = frozenset({"path", "kv_cache", "prefix_cache", "max_concurrency", "max_context", "prefill_step"})
 # ServerConfig fields bound at start: the listening socket, the app's limits, where sockets live,
 # whether the file is watched at all.
-RESTART_FIELDS = frozenset({"host", "port", "runtime_dir", "max_body_mb", "header_timeout_s", "body_timeout_s", "watch_config"})
+RESTART_FIELDS = frozenset({"host", "port", "runtime_dir", "max_body_mb", "header_timeout_s", "body_timeout_s", "watch_config",
+                            "cors_origins"})
 
 ChangeKind = Literal["added", "removed", "engine", "router"]
 

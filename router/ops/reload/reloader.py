@@ -20,6 +20,7 @@ from typing import Any
 
 from router.ops.config import ConfigError, RouterConfig, load_config_text
 from router.ops.reload.diff import diff_models, diff_server
+from router.ops.auth.guard import Access
 from router.pool import ModelPool
 from router.turn.parser_choice import pin_problems
 
@@ -64,8 +65,10 @@ class Reloader:
     """Applies edits of ``path`` to ``pool``, one reload at a time."""
 
     def __init__(self, pool: ModelPool, path: Path | None, *, text: str | None = None,
-                 env: Mapping[str, str] | None = None, overrides: Mapping[str, Any] | None = None) -> None:
+                 env: Mapping[str, str] | None = None, overrides: Mapping[str, Any] | None = None,
+                 access: Access | None = None) -> None:
         self._pool = pool
+        self._access = access
         self.path = path  # None: serving a config built from arguments (the demo); nothing to reload
         self._env = env
         self._overrides = overrides
@@ -85,8 +88,13 @@ class Reloader:
 
         Never overlaps another run: see the module docstring.
         """
-        self.last = self._run(source)
-        return self.last
+        self.last = result = self._run(source)
+        metrics = self._pool.metrics
+        metrics.config_reloads.labels("success" if result.ok else "failure").inc()
+        metrics.config_last_reload_ok.set(1 if result.ok else 0)
+        if result.ok:
+            metrics.config_last_success.set(result.at)
+        return result
 
     def _run(self, source: str) -> ReloadResult:
         now = time.time()
@@ -104,6 +112,8 @@ class Reloader:
         changes = diff_models(self._pool.running_configs(), config.models)
         server = diff_server(self._pool.config.server, config.server)
         self._pool.apply(config, changes)
+        if self._access is not None:
+            self._access.update(config, self._env)  # keys and their settings: live
         if content_hash(text) != self.hash:  # the version counts the file's contents, not reloads
             self.version += 1
             self.hash = content_hash(text)

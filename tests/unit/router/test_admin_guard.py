@@ -78,10 +78,14 @@ def test_a_loopback_client_gets_the_status(tmp_path, checkpoint, host):
         assert "no config file" in reload.json()["error"]["message"]
 
 
+_KEYLESS_APP = create_app(load_config_text('[models.m]\npath = "org/unused"\npreload = false\n', env={}),
+                          runtime_dir=Path("/nonexistent/never-started"))
+
+
 def connection(client) -> ASGIConnection:
     scope = {"type": "http", "path": "/admin/status", "raw_path": b"/admin/status", "root_path": "", "scheme": "http",
              "query_string": b"", "headers": [], "method": "GET", "http_version": "1.1", "server": ("127.0.0.1", 8000),
-             "client": client, "state": {}, "path_params": {}}
+             "client": client, "state": {}, "path_params": {}, "litestar_app": _KEYLESS_APP}
     return ASGIConnection(scope)
 
 

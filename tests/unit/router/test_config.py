@@ -282,7 +282,7 @@ def test_unknown_key_lists_allowed_keys():
     assert line.startswith("models.coder.kv_bits: unknown key; allowed keys: path, aliases, preload, ")
     assert line.endswith(", sampling, kv_cache, prefix_cache")
     (line,) = errors_of("[serverx]\n")
-    assert line == "serverx: unknown key; allowed keys: server, models"
+    assert line == "serverx: unknown key; allowed keys: server, models, keys"
 
 
 def test_all_errors_of_a_file_are_collected():

@@ -1,0 +1,1 @@
+"""Prometheus metrics: the router's own families and the workers' counters, at ``/metrics``."""
