@@ -34,24 +34,11 @@ def keys(*, with_dave: bool = False, with_alice: bool = True) -> list[dict]:
 
 
 @pytest.fixture(scope="module")
-def server(servers, tiny_models):
+def ready(servers, tiny_models):
     return servers.start(
         {"big": {"path": str(tiny_models.path("qwen3"))}, "small": {"path": str(tiny_models.path("llama")), "aliases": ["tiny-1"]}},
-        keys=keys(), env={"ALICE_KEY": ALICE, "CAROL_KEY": CAROL, "OPS_KEY": OPS, "ERIN_KEY": ERIN}, wait=False,
+        keys=keys(), env={"ALICE_KEY": ALICE, "CAROL_KEY": CAROL, "OPS_KEY": OPS, "ERIN_KEY": ERIN}, ready_key=OPS,
     )
-
-
-@pytest.fixture(scope="module")
-def ready(server):
-    def serving() -> bool:
-        assert server.process.poll() is None, server.log()
-        try:
-            return _get(server, "/ready", OPS).status_code == 200
-        except httpx.TransportError:
-            return False  # not listening yet
-
-    wait_for(serving, timeout_s=120, what="the models")
-    return server
 
 
 def chat(model: str, **fields) -> dict:

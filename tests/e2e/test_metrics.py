@@ -11,7 +11,6 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from engines.demo import build
 from router.cli import DEMO_MODEL_OPTIONS
-from tests.support.server import wait_for
 
 ALICE, BOB, OPS = "sk-alice-metrics", "sk-bob-metrics", "sk-ops-metrics"
 PARAMETERS = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
@@ -24,20 +23,10 @@ HELLO = [{"role": "user", "content": "Hello!"}]
 
 @pytest.fixture(scope="module")
 def server(servers):
-    live = servers.start({"demo": {"path": str(build.ARTIFACT_DIR), **DEMO_MODEL_OPTIONS}},
+    return servers.start({"demo": {"path": str(build.ARTIFACT_DIR), **DEMO_MODEL_OPTIONS}},
                          keys=[{"name": "alice", "key_env": "ALICE_KEY"}, {"name": "bob", "key_env": "BOB_KEY"},
                                {"name": "ops", "key_env": "OPS_KEY", "admin": True}],
-                         env={"ALICE_KEY": ALICE, "BOB_KEY": BOB, "OPS_KEY": OPS}, wait=False)
-
-    def ready() -> bool:
-        assert live.process.poll() is None, live.log()
-        try:
-            return httpx.get(live.base_url + "/ready", headers={"x-api-key": OPS}, timeout=5).status_code == 200
-        except httpx.TransportError:
-            return False
-
-    wait_for(ready, timeout_s=120, what="the demo model")
-    return live
+                         env={"ALICE_KEY": ALICE, "BOB_KEY": BOB, "OPS_KEY": OPS}, ready_key=OPS)
 
 
 class Ledger:

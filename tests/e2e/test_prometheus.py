@@ -69,8 +69,7 @@ def test_promtool_accepts_the_shipped_config_and_rules(tmp_path):
 def test_every_dashboard_and_rule_expression_evaluates_against_a_live_server(servers, tiny_models, tmp_path):
     assert PROMETHEUS, "prometheus is not installed (.ci/run installs Debian's prometheus package)"
     live = servers.start({"tiny": {"path": str(tiny_models.path("qwen3"))}},
-                         keys=[{"name": "ops", "key_env": "OPS_KEY", "admin": True}], env={"OPS_KEY": OPS}, wait=False)
-    wait_for(lambda: _ready(live), timeout_s=120, what="the server")
+                         keys=[{"name": "ops", "key_env": "OPS_KEY", "admin": True}], env={"OPS_KEY": OPS}, ready_key=OPS)
     port = free_port()
     prometheus = subprocess.Popen(
         [PROMETHEUS, f"--config.file={local_config(tmp_path, f'127.0.0.1:{live.port}')}", f"--storage.tsdb.path={tmp_path / 'tsdb'}",
@@ -97,14 +96,6 @@ def test_every_dashboard_and_rule_expression_evaluates_against_a_live_server(ser
         stop.set()
         prometheus.terminate()
         prometheus.wait(30)
-
-
-def _ready(live) -> bool:
-    assert live.process.poll() is None, live.log()
-    try:
-        return httpx.get(live.base_url + "/ready", headers={"x-api-key": OPS}, timeout=5).status_code == 200
-    except httpx.TransportError:
-        return False
 
 
 def _targets_up(api: str) -> bool:

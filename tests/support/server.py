@@ -75,13 +75,15 @@ class LiveServer:
                 return int(entry.name)
         raise LookupError(f"no worker process for {model_id}")
 
-    def wait_ready(self, timeout_s: float = READY_TIMEOUT_S) -> None:
+    def wait_ready(self, timeout_s: float = READY_TIMEOUT_S, *, key: str | None = None) -> None:
+        """Wait for /ready (asked with ``key`` when the server has [[keys]])."""
+        headers = {"x-api-key": key} if key else {}
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
                 raise RuntimeError(f"server exited with {self.process.returncode}:\n{self.log()}")
             try:
-                if httpx.get(self.base_url + "/ready", timeout=2).status_code == 200:
+                if httpx.get(self.base_url + "/ready", timeout=2, headers=headers).status_code == 200:
                     return
             except httpx.TransportError:
                 pass  # not listening yet; poll again
@@ -104,7 +106,7 @@ class ServerFactory:
         self._servers: list[LiveServer] = []
 
     def start(self, models: dict[str, dict], *, server: dict | None = None, wait: bool = True, symlink: bool = False,
-              keys: list[dict] | None = None, env: dict[str, str] | None = None) -> LiveServer:
+              keys: list[dict] | None = None, env: dict[str, str] | None = None, ready_key: str | None = None) -> LiveServer:
         """Write a config with these ``[models.*]`` (and ``[[keys]]``) tables and serve it (through a
         symlink if asked), with ``env`` added to the server's environment."""
         index = len(self._servers)
@@ -130,7 +132,7 @@ class ServerFactory:
         live = LiveServer(process, port, log_path, Path(config["server"]["runtime_dir"]), config_path, config)
         self._servers.append(live)
         if wait:
-            live.wait_ready()
+            live.wait_ready(key=ready_key)
         return live
 
     def stop_all(self) -> None:
