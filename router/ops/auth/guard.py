@@ -11,8 +11,8 @@ router/ops/admin.py). With keys, every route needs one except those marked ``opt
 from __future__ import annotations
 
 import contextvars
-from dataclasses import dataclass, field
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 from litestar.connection import ASGIConnection
 from litestar.handlers.base import BaseRouteHandler
@@ -21,9 +21,10 @@ from router.admission import on_release
 from router.errors import AuthenticationError, PermissionDeniedError
 from router.ops.auth.keys import KeyRing, secret_from_headers
 from router.ops.auth.limits import KeyLimits
-from router.ops.config import RouterConfig
+from router.ops.config import KeyConfig, RouterConfig
 
-current_key: contextvars.ContextVar = contextvars.ContextVar("rapidmlx_key", default=None)
+# The key of the request being handled (None: no keys configured, or an open route).
+current_key: contextvars.ContextVar[KeyConfig | None] = contextvars.ContextVar("rapidmlx_key", default=None)
 
 
 @dataclass
@@ -50,7 +51,7 @@ async def require_key(connection: ASGIConnection, handler: BaseRouteHandler) -> 
         raise PermissionDeniedError(f"Key {key.name!r} may not use the admin routes.")
     if handler.opt.get("metrics") and access.metrics_auth and not key.admin:
         raise PermissionDeniedError(f"Key {key.name!r} may not read /metrics (metrics_auth = true needs an admin key).")
-    connection.app.state.metrics.key_requests.labels(key.name).inc()
     access.limits.take(key)
     on_release(lambda: access.limits.give_back(key.name))
+    connection.app.state.metrics.key_requests.labels(key.name).inc()
     current_key.set(key)
