@@ -11,6 +11,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from engines.demo import build
 from router.cli import DEMO_MODEL_OPTIONS
+from tests.support.server import wait_for
 
 ALICE, BOB, OPS = "sk-alice-metrics", "sk-bob-metrics", "sk-ops-metrics"
 PARAMETERS = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
@@ -188,3 +189,11 @@ def test_refusals_are_counted_by_reason(server):
     assert value(after, "rapidmlx_auth_failures_total") == value(before, "rapidmlx_auth_failures_total") + 1
     for reason in ("model_not_found", "permission_denied"):
         assert value(after, "rapidmlx_rejections_total", reason=reason) == value(before, "rapidmlx_rejections_total", reason=reason) + 1
+
+
+def test_metrics_auth_off_opens_metrics_to_a_scraper_without_a_key(server):
+    assert httpx.get(server.base_url + "/metrics", timeout=30).status_code == 401
+    server.config["server"]["metrics_auth"] = False
+    server.write_config()
+    wait_for(lambda: httpx.get(server.base_url + "/metrics", timeout=30).status_code == 200, what="the reload")
+    assert httpx.get(server.base_url + "/v1/models", timeout=30).status_code == 401  # the rest still needs a key

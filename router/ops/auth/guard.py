@@ -3,9 +3,9 @@
 With no `[[keys]]` the endpoint is open (and `/admin/*` answers only on loopback, see
 router/ops/admin.py). With keys, every route needs one except those marked ``opt={"open": True}``
 (`/health`); routes marked ``admin`` need an admin key, and ``metrics`` routes too while
-`[server] metrics_auth` is on. The key found is the request's for the rest of its exchange
-(``current_key``): the model allowlist is checked where the model name resolves
-(router/api/dispatch.py), and `/v1/models` lists only what the key may use.
+`[server] metrics_auth` is on (off, they are open). The key found is the request's for the
+rest of its exchange (``current_key``): the model allowlist is checked where the model name
+resolves (router/api/dispatch.py), and `/v1/models` lists only what the key may use.
 """
 
 from __future__ import annotations
@@ -42,14 +42,14 @@ class Access:
 
 async def require_key(connection: ASGIConnection, handler: BaseRouteHandler) -> None:
     access: Access = connection.app.state.access
-    if not access.keys.enabled or handler.opt.get("open"):
-        return
+    if not access.keys.enabled or handler.opt.get("open") or (handler.opt.get("metrics") and not access.metrics_auth):
+        return  # metrics_auth = false: /metrics is open, for a scraper on a private network
     key = access.keys.identify(secret_from_headers(connection.headers.get("authorization"), connection.headers.get("x-api-key")))
     if key is None:
         raise AuthenticationError("Invalid or missing API key: send it as 'Authorization: Bearer <key>' or 'x-api-key: <key>'.")
     if handler.opt.get("admin") and not key.admin:
         raise PermissionDeniedError(f"Key {key.name!r} may not use the admin routes.")
-    if handler.opt.get("metrics") and access.metrics_auth and not key.admin:
+    if handler.opt.get("metrics") and not key.admin:
         raise PermissionDeniedError(f"Key {key.name!r} may not read /metrics (metrics_auth = true needs an admin key).")
     access.limits.take(key)
     on_release(lambda: access.limits.give_back(key.name))
