@@ -28,11 +28,14 @@ class KeyRing:
 
     def __init__(self, keys: Iterable[KeyConfig] = (), env: Mapping[str, str] | None = None) -> None:
         environment = os.environ if env is None else env
-        self._entries = tuple(_Entry(_digest_of(key, environment), key) for key in keys)
+        keys = tuple(keys)
+        self._enabled = bool(keys)
+        # A key_env key whose variable is unset matches nothing (load_config refuses that config).
+        self._entries = tuple(_Entry(digest, key) for key in keys if (digest := _digest_of(key, environment)) is not None)
 
     @property
     def enabled(self) -> bool:
-        return bool(self._entries)
+        return self._enabled
 
     def identify(self, secret: str | None) -> KeyConfig | None:
         """The key ``secret`` belongs to, or None."""
@@ -66,8 +69,8 @@ def secret_from_headers(authorization: str | None, x_api_key: str | None) -> str
     return x_api_key.strip() if x_api_key and x_api_key.strip() else None
 
 
-def _digest_of(key: KeyConfig, env: Mapping[str, str]) -> bytes:
+def _digest_of(key: KeyConfig, env: Mapping[str, str]) -> bytes | None:
     if key.key_sha256:
         return bytes.fromhex(key.key_sha256)
-    # load_config checked that the variable is set; an empty one matches nothing.
-    return hashlib.sha256(env.get(key.key_env, "").encode()).digest() if env.get(key.key_env) else b"\0" * 32
+    secret = env.get(key.key_env)
+    return hashlib.sha256(secret.encode()).digest() if secret else None
