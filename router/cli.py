@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from pathlib import Path
 
@@ -13,6 +14,7 @@ logger = logging.getLogger("router")
 
 DEMO_MODEL_ID = "demo"
 DEFAULT_URL = "http://127.0.0.1:8000"
+ADMIN_KEY_ENV = "RAPIDMLX_ADMIN_KEY"  # the key `status` and `reload` send, when the server has [[keys]]
 # Greedy and without thinking by default: that is how the demo model calls tools most
 # reliably (engines/demo/README.md), and a model this small rambles when sampled at
 # temperature 1. Clients can still ask for any temperature, or for thinking.
@@ -36,9 +38,11 @@ def main(argv: list[str] | None = None) -> int:
 
     status = commands.add_parser("status", help="ask a running server how each model is doing (GET /admin/status)")
     status.add_argument("--url", default=DEFAULT_URL, help=f"the server (default {DEFAULT_URL})")
+    status.add_argument("--key", default=os.environ.get(ADMIN_KEY_ENV), help=f"an admin key, with [[keys]] (default ${ADMIN_KEY_ENV})")
 
     reload = commands.add_parser("reload", help="make a running server reload its config file (POST /admin/reload)")
     reload.add_argument("--url", default=DEFAULT_URL, help=f"the server (default {DEFAULT_URL})")
+    reload.add_argument("--key", default=os.environ.get(ADMIN_KEY_ENV), help=f"an admin key, with [[keys]] (default ${ADMIN_KEY_ENV})")
 
     demo = commands.add_parser("demo", help="the bundled demo model")
     demo_commands = demo.add_subparsers(dest="demo_command", required=True)
@@ -66,11 +70,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "status":
         from router.ops.status_table import print_status
 
-        return print_status(args.url)
+        return print_status(args.url, args.key)
     if args.command == "reload":
         from router.ops.status_table import request_reload
 
-        return request_reload(args.url)
+        return request_reload(args.url, args.key)
     return _models(args.config)
 
 

@@ -11,9 +11,9 @@ from rich.console import Console
 from rich.table import Table
 
 
-def print_status(url: str) -> int:
+def print_status(url: str, key: str | None = None) -> int:
     """The config and a row per model (GET /admin/status), then the details worth a line."""
-    reply = _call("get", url, "/admin/status")
+    reply = _call("get", url, "/admin/status", key)
     if reply is None:
         return 1
     status = reply.json()
@@ -40,9 +40,9 @@ def print_status(url: str) -> int:
     return 0
 
 
-def request_reload(url: str) -> int:
+def request_reload(url: str, key: str | None = None) -> int:
     """POST /admin/reload; prints what changed, or the errors (exit 1)."""
-    reply = _call("post", url, "/admin/reload", ok_statuses=(200, 400))
+    reply = _call("post", url, "/admin/reload", key, ok_statuses=(200, 400))
     if reply is None:
         return 1
     result = reply.json()
@@ -60,9 +60,10 @@ def request_reload(url: str) -> int:
     return 0
 
 
-def _call(method: str, url: str, path: str, ok_statuses: tuple[int, ...] = (200,)) -> httpx.Response | None:
+def _call(method: str, url: str, path: str, key: str | None, ok_statuses: tuple[int, ...] = (200,)) -> httpx.Response | None:
+    headers = {"authorization": f"Bearer {key}"} if key else {}
     try:
-        reply = httpx.request(method, url.rstrip("/") + path, timeout=30)
+        reply = httpx.request(method, url.rstrip("/") + path, timeout=30, headers=headers)
     except httpx.HTTPError as exc:
         print(f"rapid-mlx: {url}: {exc}", file=sys.stderr)
         return None

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import hashlib
+import os
+import subprocess
+import sys
 import threading
 import time
 
@@ -119,6 +122,20 @@ def test_admin_routes_need_an_admin_key(ready):
     assert reply.status_code == 403 and "admin" in reply.json()["error"]["message"]
     assert ready.admin(headers={"x-api-key": OPS}).status_code == 200
     assert ready.admin(headers={}).status_code == 401
+
+
+def test_the_cli_sends_an_admin_key(ready):
+    def cli(*args: str, env_key: str | None = None):
+        env = {**os.environ, "RAPIDMLX_ADMIN_KEY": env_key} if env_key else None
+        return subprocess.run([sys.executable, "-m", "router.cli", *args, "--url", ready.base_url], capture_output=True,
+                              text=True, timeout=60, env=env)
+
+    refused = cli("status")
+    assert refused.returncode == 1 and "HTTP 401" in refused.stderr
+    shown = cli("status", "--key", OPS)
+    assert shown.returncode == 0 and "big" in shown.stdout, shown.stderr
+    assert cli("reload", env_key=OPS).returncode == 0
+    assert OPS not in shown.stdout + shown.stderr
 
 
 def test_rpm_limits_a_key_with_retry_after(ready):
