@@ -8,7 +8,7 @@ import os
 import sys
 from pathlib import Path
 
-from router.ops.config import ConfigError, RouterConfig, resolve_runtime_dir, single_model_config
+from router.ops.config import ConfigError, RouterConfig, read_config_text, resolve_runtime_dir, single_model_config
 
 logger = logging.getLogger("router")
 
@@ -86,17 +86,8 @@ def _load(config_path: Path | None, **server_overrides) -> tuple[RouterConfig, s
     from router.ops.reload.reloader import check_config
 
     nested = {"server": overrides} if overrides else {}
-    text = _read_config(config_path)
+    text = read_config_text(config_path)
     return check_config(text, source=str(config_path), overrides=nested), text, nested
-
-
-def _read_config(path: Path) -> str:
-    try:
-        return path.read_text(encoding="utf-8")
-    except UnicodeDecodeError:
-        raise ConfigError([f"{path}: not UTF-8 text"]) from None
-    except OSError as exc:
-        raise ConfigError([f"{path}: cannot read ({exc.strerror or exc})"]) from None
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -163,7 +154,7 @@ def _validate(path: Path) -> int:
     from router.ops.reload.reloader import check_config
 
     try:
-        check_config(_read_config(path), source=str(path))
+        check_config(read_config_text(path), source=str(path))
     except ConfigError as exc:
         print("\n".join(exc.errors), file=sys.stderr)
         return 1

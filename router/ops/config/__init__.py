@@ -1,7 +1,7 @@
 """Router configuration: the `rapidmlx.toml` schema, loading and validation (re-exports only)."""
 
 from .errors import ConfigError
-from .load import load_config, load_config_text, resolve_runtime_dir, single_model_config, validate_file
+from .load import load_config, load_config_text, read_config_text, resolve_runtime_dir, single_model_config, validate_file
 from .schema import (
     KeyConfig,
     KVCacheConfig,
@@ -23,6 +23,7 @@ __all__ = [
     "ServerConfig",
     "load_config",
     "load_config_text",
+    "read_config_text",
     "resolve_runtime_dir",
     "single_model_config",
     "validate_file",

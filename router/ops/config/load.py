@@ -35,6 +35,7 @@ __all__ = [
     "alias_conflicts",
     "load_config",
     "load_config_text",
+    "read_config_text",
     "resolve_runtime_dir",
     "single_model_config",
     "validate_file",
@@ -67,14 +68,18 @@ def load_config(
     Raises:
         ConfigError: The file is unreadable or invalid; `errors` lists every problem found.
     """
+    return load_config_text(read_config_text(path), env=env, source=os.fspath(path), overrides=overrides)
+
+
+def read_config_text(path: str | os.PathLike[str]) -> str:
+    """The file's text, or a ConfigError naming the file (unreadable, not UTF-8)."""
     source = os.fspath(path)
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        return Path(path).read_text(encoding="utf-8")
     except UnicodeDecodeError:
         raise ConfigError([f"{source}: not UTF-8 text"]) from None
     except OSError as exc:
         raise ConfigError([f"{source}: cannot read ({exc.strerror or exc})"]) from None
-    return load_config_text(text, env=env, source=source, overrides=overrides)
 
 
 def load_config_text(
@@ -123,7 +128,8 @@ def single_model_config(
 
 
 def validate_file(path: str | os.PathLike[str], *, env: Mapping[str, str] | None = None) -> list[str]:
-    """Check a config file the way the server would load it (for `rapid-mlx validate FILE`).
+    """Check a config file against the schema (`rapid-mlx validate` adds the pinned parser names:
+    `router.ops.reload.reloader.check_config`).
 
     Args:
         path: The TOML file.

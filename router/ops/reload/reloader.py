@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from router.ops.config import ConfigError, RouterConfig, load_config_text
+from router.ops.config import ConfigError, RouterConfig, load_config_text, read_config_text
 from router.ops.reload.diff import diff_models, diff_server
 from router.ops.auth.guard import Access
 from router.pool import ModelPool
@@ -101,12 +101,8 @@ class Reloader:
         if self.path is None:
             return ReloadResult(False, source, now, self.version, ["no config file: the server was started without --config"])
         try:
-            text = self.path.read_text(encoding="utf-8")
+            text = read_config_text(self.path)
             config = check_config(text, source=str(self.path), env=self._env, overrides=self._overrides)
-        except OSError as exc:
-            return self._rejected(source, now, [f"{self.path}: cannot read ({exc.strerror or exc})"])
-        except UnicodeDecodeError:
-            return self._rejected(source, now, [f"{self.path}: not UTF-8 text"])
         except ConfigError as exc:
             return self._rejected(source, now, exc.errors)
         changes = diff_models(self._pool.running_configs(), config.models)
