@@ -177,6 +177,8 @@ def test_keys_change_with_a_reload(ready):
     ready.write_config()
     wait_for(lambda: _call(ready, "POST", "/v1/chat/completions", chat("big"), DAVE).status_code == 200, what="dave's key")
     assert _call(ready, "POST", "/v1/chat/completions", chat("big"), ALICE).status_code == 401
+    last = ready.status(headers={"x-api-key": OPS})["config"]["last_reload"]
+    assert last["ok"] and last["key_changes"] == {"alice": "removed", "dave": "added"}, last
 
 
 def test_every_response_has_a_request_id_that_marks_the_requests_log_lines(ready):

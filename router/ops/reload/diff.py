@@ -14,7 +14,7 @@ from typing import Literal
 
 from pydantic import BaseModel
 
-from router.ops.config import ModelConfig, ServerConfig
+from router.ops.config import KeyConfig, ModelConfig, ServerConfig
 
 # ModelConfig fields the worker process is started with.
 ENGINE_FIELDS = frozenset({"path", "kv_cache", "prefix_cache", "max_concurrency", "max_context", "prefill_step"})
@@ -53,6 +53,18 @@ def diff_models(old: Mapping[str, ModelConfig], new: Mapping[str, ModelConfig]) 
         if fields:
             engine = any(field.split(".", 1)[0] in ENGINE_FIELDS for field in fields)
             changes.append(ModelChange(model_id, "engine" if engine else "router", tuple(fields)))
+    return changes
+
+
+def diff_keys(old: tuple[KeyConfig, ...], new: tuple[KeyConfig, ...]) -> dict[str, str]:
+    """Key name → "added", "removed" or "changed: rpm, models" (names only: secrets stay out of results)."""
+    before, after = {key.name: key for key in old}, {key.name: key for key in new}
+    changes = {name: "removed" for name in before if name not in after}
+    for name, key in after.items():
+        if name not in before:
+            changes[name] = "added"
+        elif fields := changed_fields(before[name], key):
+            changes[name] = f"changed: {', '.join(fields)}"
     return changes
 
 

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from router.ops.config import ConfigError, RouterConfig, load_config_text, read_config_text
-from router.ops.reload.diff import diff_models, diff_server
+from router.ops.reload.diff import diff_keys, diff_models, diff_server
 from router.ops.auth.guard import Access
 from router.pool import ModelPool
 from router.turn.parser_choice import pin_problems
@@ -36,6 +36,7 @@ class ReloadResult:
     errors: list[str] = field(default_factory=list)  # as `rapid-mlx validate` prints them
     changes: dict[str, str] = field(default_factory=dict)  # model id → "engine: kv_cache.bits", ...
     server_changes: list[str] = field(default_factory=list)
+    key_changes: dict[str, str] = field(default_factory=dict)  # key name → "added", "changed: rpm", ...
     needs_restart: list[str] = field(default_factory=list)  # [server] fields left as they run
 
     def as_dict(self) -> dict[str, Any]:
@@ -107,6 +108,7 @@ class Reloader:
             return self._rejected(source, now, exc.errors)
         changes = diff_models(self._pool.running_configs(), config.models)
         server = diff_server(self._pool.config.server, config.server)
+        keys = diff_keys(self._pool.config.keys, config.keys)
         self._pool.apply(config, changes)
         if self._access is not None:
             self._access.update(config, self._env)  # keys and their settings: live
@@ -114,7 +116,8 @@ class Reloader:
             self.version += 1
             self.hash = content_hash(text)
         result = ReloadResult(True, source, now, self.version, changes={c.model_id: c.describe() for c in changes},
-                              server_changes=list(server.live), needs_restart=list(server.needs_restart))
+                              server_changes=list(server.live), key_changes=keys,
+                              needs_restart=list(server.needs_restart))
         logger.info("config reloaded (%s): version %d, %s", source, self.version,
                     "; ".join(f"{model_id} {what}" for model_id, what in result.changes.items()) or "no model changed")
         if server.needs_restart:

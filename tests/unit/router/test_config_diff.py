@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from router.ops.config import load_config_text
-from router.ops.reload.diff import ModelChange, ServerChange, diff_models, diff_server
+from router.ops.reload.diff import ModelChange, ServerChange, diff_keys, diff_models, diff_server
 
 BASE = {
     "path": '"/models/a"',
@@ -149,3 +149,17 @@ def test_server_changes_split_into_live_and_restart_in_schema_order():
     change = diff_server(server(), server(memory_budget_gb="8", port="1234", log_level='"error"', host='"::1"'))
     assert change.live == ("log_level", "memory_budget_gb")
     assert change.needs_restart == ("host", "port")
+
+
+def keys(*tables: str):
+    return load_config_text("".join(f"[[keys]]\n{table}\n" for table in tables),
+                            env={"BOB_KEY": "b0b", "CAROL_KEY": "car0l", "DAVE_KEY": "dave"}).keys
+
+
+def test_key_changes_name_keys_and_fields_never_secrets():
+    old = keys('name = "alice"\nkey_sha256 = "' + "a" * 64 + '"', 'name = "bob"\nkey_env = "BOB_KEY"\nrpm = 10',
+               'name = "carol"\nkey_env = "CAROL_KEY"')
+    new = keys('name = "alice"\nkey_sha256 = "' + "b" * 64 + '"\nadmin = true', 'name = "bob"\nkey_env = "BOB_KEY"\nrpm = 10',
+               'name = "dave"\nkey_env = "DAVE_KEY"\nmodels = ["qwen*"]')
+    assert diff_keys(old, new) == {"carol": "removed", "alice": "changed: key_sha256, admin", "dave": "added"}
+    assert diff_keys(new, new) == {}
