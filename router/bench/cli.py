@@ -104,6 +104,10 @@ def build_parser() -> argparse.ArgumentParser:
     parsers.add_argument("--size", choices=("tiny", "small", "medium"), default="small")
     parsers.add_argument("--repeats", type=int, default=5)
     parsers.add_argument("--out", type=Path)
+    scripted = workloads.add_parser("tools-scripted", help="in process, no server: every tool-call family's scripted outputs "
+                                    "through the parsers, whole and streamed; exit 1 if any is not parsed as written")
+    scripted.add_argument("--family", action="append", help="only this tool parser (repeatable)")
+    scripted.add_argument("--out", type=Path)
     step = workloads.add_parser("step", help="in process: the scheduler's step against mlx-lm's BatchGenerator alone")
     step.add_argument("--size", choices=("tiny", "small", "medium"), default="tiny")
     step.add_argument("--model-dir", type=Path, help="a checkpoint instead of a made one of --size")
@@ -164,6 +168,8 @@ def main(argv: list[str] | None = None) -> int:
         return _disk_tier(args, out_dir)
     if args.workload == "engine-burst":
         return _engine_burst(args, out_dir)
+    if args.workload == "tools-scripted":
+        return _scripted_tools(parser, args, out_dir)
     return _run(parser, args, out_dir)
 
 
@@ -188,6 +194,17 @@ def _parsers(args: argparse.Namespace, out_dir: Path) -> int:
 
     report = parser_cost_report(args.size, args.repeats)
     return _write_summary(out_dir, "parsers", report)
+
+
+def _scripted_tools(parser: argparse.ArgumentParser, args: argparse.Namespace, out_dir: Path) -> int:
+    from router.bench.scripted_tools import RENDER, scripted_report
+
+    unknown = sorted(set(args.family or ()) - set(RENDER))
+    if unknown:
+        parser.error(f"--family: no script for {', '.join(unknown)}; scripted families: {', '.join(RENDER)}")
+    text, failed = scripted_report(args.family)
+    _write_summary(out_dir, "tools-scripted", text)
+    return 1 if failed else 0
 
 
 def _step(args: argparse.Namespace, out_dir: Path) -> int:

@@ -73,6 +73,28 @@ class LogprobsDelta:
 TurnEvent = ParseEvent | LogprobsDelta | Heartbeat | TurnEnd
 
 
+class SentCalls:
+    """Whether the call last sent to a client is still open (it ends, or text follows it: the
+    parser sends an abandoned call's text as content). At the end of a truncated output, an
+    open one was cut off mid-arguments, and the parser's finish replays its raw text as content."""
+
+    def __init__(self) -> None:
+        self._open: int | None = None
+
+    def saw(self, event: ParseEvent) -> None:
+        """An event the client was sent."""
+        if isinstance(event, ToolCallStart):
+            self._open = event.index
+        elif isinstance(event, (ToolCallEnd, ContentDelta)):
+            self._open = None
+
+    def without_cut_call_text(self, finish_events: list[ParseEvent]) -> list[ParseEvent]:
+        """``finish()``'s events of a truncated output, minus the replay of a call the client has."""
+        if self._open is None:
+            return finish_events
+        return [event for event in finish_events if not isinstance(event, ContentDelta)]
+
+
 class Turn:
     """A prepared turn; iterate ``events()`` once, then read the counters."""
 
@@ -83,6 +105,7 @@ class Turn:
         self._handle = generation.handle
         self.reasoning_text: list[str] = []
         self.tool_calls = 0
+        self._sent_calls = SentCalls()
 
     @property
     def prompt_tokens(self) -> int:
@@ -93,7 +116,11 @@ class Turn:
         text = "".join(self.reasoning_text)
         return len(self._handle.tokenizer.encode(text, add_special_tokens=False)) if text else 0
 
-    async def events(self) -> AsyncIterator[TurnEvent]:
+    async def events(self, *, streamed: bool = False) -> AsyncIterator[TurnEvent]:
+        """The turn's events. ``streamed``: for a client that gets them as they come — a call cut
+        off by max_tokens reached it as the call's fragments, so the call's raw text that a whole
+        response gets as content in its place is not sent again (finish_reason "length" says why
+        the call is incomplete, as OpenAI's and vLLM's streams do)."""
         parser = self._make_parser()
         limit = None if self._request.parallel_tool_calls else 1
         muted: set[int] = set()  # calls past the parallel_tool_calls=false limit
@@ -109,7 +136,10 @@ class Turn:
                     yield out
             if delta.logprobs:
                 yield LogprobsDelta(delta.logprobs)
-        for event in parser.finish() if parser else []:
+        last = parser.finish() if parser else []
+        if streamed and parser is not None and parser.truncated_call:
+            last = self._sent_calls.without_cut_call_text(last)
+        for event in last:
             if (out := self._admit(event, limit, muted)) is not None:
                 yield out
         end = self._end(parser)
@@ -135,6 +165,7 @@ class Turn:
                 return None
             if isinstance(event, ToolCallStart):
                 self.tool_calls += 1
+        self._sent_calls.saw(event)
         return event
 
     def _end(self, parser) -> TurnEnd:

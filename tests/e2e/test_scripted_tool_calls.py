@@ -90,6 +90,20 @@ def test_call_cut_by_max_tokens_comes_back_as_text(oai):
     assert json.loads(call.function.arguments) == {"city": "Paris"}
 
 
+def test_call_cut_by_max_tokens_streams_as_the_calls_fragments_only(oai):
+    """Streamed, the cut call already went out as fragments (as OpenAI's and vLLM's streams send
+    them up to finish_reason "length"): its raw text does not follow again as content."""
+    chunks = list(oai.chat.completions.create(model="split", messages=ASK, tools=[WEATHER_TOOL], max_tokens=CALL_CUT_AFTER,
+                                              stream=True))
+    deltas = [c.choices[0].delta for c in chunks if c.choices]
+    assert not "".join(d.content or "" for d in deltas)
+    calls = [call for d in deltas for call in d.tool_calls or ()]
+    assert {call.index for call in calls} == {0} and calls[0].function.name == "get_weather"
+    arguments = "".join(call.function.arguments or "" for call in calls)
+    assert '{"city":"Paris"}'.startswith(arguments), arguments
+    assert [c.choices[0].finish_reason for c in chunks if c.choices and c.choices[0].finish_reason] == ["length"]
+
+
 def test_tool_choice_none_leaves_the_text_unparsed(oai):
     reply = oai.chat.completions.create(model="caller", messages=ASK, tools=[WEATHER_TOOL], tool_choice="none")
     assert reply.choices[0].finish_reason == "stop" and not reply.choices[0].message.tool_calls
@@ -168,6 +182,14 @@ def test_messages_call_cut_by_max_tokens_is_text_not_tool_use(claude):
     assert message.stop_reason == "max_tokens"
     assert [b.type for b in message.content] == ["text"]
     assert message.content[0].text == "".join(SPLIT_CALL[:CALL_CUT_AFTER])
+
+
+def test_messages_stream_of_a_cut_call_sends_no_text_block(claude):
+    with claude.messages.stream(model="split", max_tokens=CALL_CUT_AFTER, messages=ASK, tools=[ANTHROPIC_TOOL]) as stream:
+        events = list(stream)
+    kinds = [e.content_block.type for e in events if e.type == "content_block_start"]
+    assert kinds == ["tool_use"] and events[-1].type == "message_stop"
+    assert [e.delta.stop_reason for e in events if e.type == "message_delta"] == ["max_tokens"]
 
 
 def test_disable_parallel_tool_use_keeps_one_call(claude):

@@ -178,7 +178,7 @@ async def _stream(turn: Turn, model: str) -> AsyncIterator[bytes]:
                     Usage(turn.prompt_tokens, 0, 0, 0))
     yield event_frame("message_start", {"type": "message_start", "message": start})
     builder = BlockBuilder()
-    async for event in turn.events():
+    async for event in turn.events(streamed=True):
         if isinstance(event, Heartbeat):
             yield event_frame("ping", {"type": "ping"})
             continue

@@ -182,7 +182,7 @@ async def _stream_chunks(turn: Turn, model: str, include_usage: bool, reasoning_
 
     names: dict[int, str] = {}  # call index -> name, for the not-offered warning at its end
     yield chunk(ChunkDelta(role="assistant", content=""))
-    async for event in turn.events():
+    async for event in turn.events(streamed=True):
         if isinstance(event, ToolCallStart):
             names[event.index] = event.name
         elif isinstance(event, ToolCallEnd):

@@ -125,7 +125,7 @@ class _ResponseStream:
         shell, builder = self._shell, self._builder
         yield self._frame("response.created", {"response": shell.render("in_progress", [])})
         yield self._frame("response.in_progress", {"response": shell.render("in_progress", [])})
-        async for event in turn.events():
+        async for event in turn.events(streamed=True):
             if isinstance(event, Heartbeat):
                 yield COMMENT_KEEPALIVE  # bytes through a long prefill; SSE parsers skip comments
                 continue
