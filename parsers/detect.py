@@ -2,7 +2,8 @@
 
 Order (reference/tool-formats.md §5): pinned in config -> checkpoint metadata
 (``tokenizer_config.json`` ``tool_parser_type`` / ``chat_template_type``; mlx-lm names
-mapped to ours) -> chat-template markers, most specific first -> decisive special
+mapped to ours) -> chat-template markers, most specific first (a template with no
+tool-call or no thinking format of its own ends the search: None, not a guess) -> decisive special
 tokens (``<tool_call>`` alone is not: Qwen3 and Qwen3-Coder share a vocabulary) ->
 ``config.json`` ``model_type`` with the model name as tie-breaker -> the model name
 alone -> output sniffing (the ``auto`` tool parser).  Owns no parsing.
@@ -33,6 +34,8 @@ _TOOL_TEMPLATE: list[Rule] = [
     (("<|tool_calls_section_begin|>",), "kimi_k2"),
     (("<seed:tool_call>",), "seed_oss"),
     (("<arg_key>", "<tool_sep>"), "hy_v3"),
+    # Poolside Laguna writes GLM-4.7 calls; its turns open with an <assistant> token.
+    (("<arg_key>", "<assistant>"), "poolside_v1"),
     (("\n<arg_key>",), "glm45"),
     (("<arg_key>",), "glm47"),
     (("<longcat_tool_call>",), "longcat"),
@@ -51,6 +54,9 @@ _TOOL_TEMPLATE: list[Rule] = [
     (("<|action_start|>",), "internlm"),
     (("<|tools_prefix|>",), "apertus"),
     (("steptml:",), "step3"),
+    # Cohere Command 4 answers in <|START_TEXT|>, Command A / R7B in <|START_RESPONSE|>.
+    (("<|START_ACTION|>", "<|START_TEXT|>"), "cohere_command4"),
+    (("<|START_ACTION|>",), "cohere_command3"),
     (("<function_calls>",), "olmo3"),
     (("function call<|role_sep|>",), "gigachat3"),
     (("<|function_call|>",), "gigachat3"),
@@ -71,18 +77,32 @@ _REASONING_TEMPLATE: list[Rule] = [
     (("[THINK]",), "mistral"),
     (("<|channel>",), "gemma4"),
     (("thought process",), "granite"),
+    (("<|START_THINKING|>", "<|START_TEXT|>"), "cohere_command4"),
+    (("<|START_THINKING|>",), "cohere_command3"),
     (("</think>", "<answer>"), "hunyuan_a13b"),
     (("</think>", "<response>"), "ernie45"),
     (("</think>", "]~b]"), "minimax_m2"),
     (("</think>", "<minimax:tool_call>"), "minimax_m2"),
     (("</think>", "<|tool_calls_section_begin|>"), "kimi_k2"),
     (("</think>", "<|im_middle|>"), "kimi_k2"),
+    # Hunyuan v3 and Laguna templates also show GLM-style <arg_key> calls.
+    (("</think>", "<｜hy_Assistant｜>"), "hy_v3"),
+    (("</think>", "<assistant>", "<arg_key>"), "poolside_v1"),
     (("</think>", "[gMASK]"), "glm45"),
     (("</think>", "<arg_key>"), "glm45"),
+    (("</think>", "｜DSML｜tool_calls"), "deepseek_v4"),
     (("</think>", "<｜Assistant｜>", "thinking"), "deepseek_v3"),
     (("</think>", "<｜Assistant｜>"), "deepseek_r1"),
     (("</think>", "steptml"), "step3"),
     (("</think>", "<function_calls>"), "olmo3"),
+    # Nemotron 3: Qwen3-Coder calls; thinking off closes the block as <think></think>.
+    (("<think></think>", "<function="), "nemotron_v3"),
+    # Qwen3.5 opens the block in its prompt too, but vLLM parses it with qwen3.
+    (("</think>", "<function=example_function_name>"), "qwen3"),
+    # QwQ / Qwen3-2507-Thinking always open the block in the generation prompt: vLLM
+    # recommends deepseek_r1 (everything before </think> is reasoning).
+    (("</think>", "<|im_start|>assistant\\n<think>\\n"), "deepseek_r1"),
+    (("</think>", "<|im_start|>assistant\n<think>\n"), "deepseek_r1"),
     (("</think>",), "qwen3"),
 ]
 
@@ -110,11 +130,24 @@ _REASONING_TOKENS: list[Rule] = [
     (("<|channel>",), "gemma4"),
 ]
 
+# Tool-call formats some templates teach that no parser here reads (label, markers): the
+# template decides there is no parser rather than leaving a guess to the model name.
+_UNPARSED_TOOL_TEMPLATE: list[Rule] = [
+    (("json-formatted list of actions",), "Command R/R+ generic JSON actions"),
+]
+# A template without any of these words never shows the model tools or tool calls (Gemma 2,
+# Phi-3.5); one with them but no known marker keeps the later, weaker signals.
+_TOOL_WORDS = re.compile(r"tool|function", re.IGNORECASE)
+# Likewise for thinking: no such word, no thinking (Kimi K2 Instruct, Mistral Small 3.2).
+_THINKING_WORDS = re.compile(r"think|reason|thought", re.IGNORECASE)
+# Non-thinking releases of thinking families: their vocabulary has </think> all the same.
+_NON_THINKING = (r"kimi.*instruct", r"qwen3.*instruct-2507", r"qwen3-?coder", r"qwq.*preview")
+
 # config.json model_type -> (tool, reasoning); the name refines shared architectures.
 _MODEL_TYPES: dict[str, tuple[str | None, str | None]] = {
     "gpt_oss": ("openai", "openai_gptoss"), "glm4_moe": ("glm45", "glm45"), "glm4": ("glm45", "glm45"),
     "deepseek_v3": ("deepseek_v3", "deepseek_v3"), "deepseek_v32": ("deepseek_v32", "deepseek_v3"),
-    "deepseek_v4": ("deepseek_v4", "deepseek_v3"), "kimi_k2": ("kimi_k2", "kimi_k2"),
+    "deepseek_v4": ("deepseek_v4", "deepseek_v4"), "kimi_k2": ("kimi_k2", "kimi_k2"),
     "qwen3": ("hermes", "qwen3"), "qwen3_moe": ("hermes", "qwen3"), "qwen3_next": ("hermes", "qwen3"),
     "qwen3_5": ("qwen3_coder", "qwen3"), "qwen3_5_moe": ("qwen3_coder", "qwen3"), "qwen2": ("hermes", None),
     "qwen2_moe": ("hermes", None), "minimax_m2": ("minimax_m2", "minimax_m2"), "minimax_m1": ("minimax", None),
@@ -133,10 +166,10 @@ _MODEL_TYPES: dict[str, tuple[str | None, str | None]] = {
 _NAMES: list[tuple[str, str | None, str | None]] = [
     (r"gpt-?oss", "openai", "openai_gptoss"), (r"qwen3(\.|_|-)?5", "qwen3_coder", "qwen3"),
     (r"qwen3-?coder", "qwen3_coder", None), (r"qwen3.*instruct-2507", "hermes", None),
-    (r"qwen3", "hermes", "qwen3"), (r"qwq", "hermes", "qwen3"), (r"qwen2\.5", "hermes", None),
+    (r"qwen3", "hermes", "qwen3"), (r"qwq", "hermes", "deepseek_r1"), (r"qwen2\.5", "hermes", None),
     (r"kimi", "kimi_k2", "kimi_k2"), (r"deepseek-?r1", "deepseek_v3", "deepseek_r1"),
     (r"deepseek-?v3\.?1|terminus", "deepseek_v31", "deepseek_v3"), (r"deepseek-?v3\.?2", "deepseek_v32", "deepseek_v3"),
-    (r"deepseek-?v4", "deepseek_v4", "deepseek_v3"), (r"deepseek", "deepseek_v3", "deepseek_v3"),
+    (r"deepseek-?v4", "deepseek_v4", "deepseek_v4"), (r"deepseek", "deepseek_v3", "deepseek_v3"),
     (r"glm-?4\.7", "glm47", "glm45"), (r"glm-?4", "glm45", "glm45"), (r"minimax-?m1", "minimax", None),
     (r"minimax", "minimax_m2", "minimax_m2"), (r"magistral", "mistral", "mistral"),
     (r"mistral|devstral|ministral|codestral", "mistral", None), (r"hermes", "hermes", None), (r"xlam", "xlam", None),
@@ -149,6 +182,9 @@ _NAMES: list[tuple[str, str | None, str | None]] = [
     (r"step-?3", "step3", "step3"), (r"ernie", "ernie45", "ernie45"), (r"jamba", "jamba", None),
     (r"apertus", "apertus", None), (r"olmo-?3", "olmo3", "olmo3"), (r"lfm2", "lfm2", None),
     (r"longcat", "longcat", None), (r"gigachat", "gigachat3", None),
+    (r"command-?a|command-?r7b", "cohere_command3", "cohere_command3"), (r"laguna", "poolside_v1", "poolside_v1"),
+    (r"mimo", "qwen3_coder", "qwen3"), (r"nemotron-?3", "qwen3_coder", "nemotron_v3"), (r"holo-?2", None, "holo2"),
+    (r"\bhy-?3\b", "hy_v3", "hy_v3"),
 ]
 
 
@@ -237,8 +273,10 @@ def explain_detection(*, chat_template: str | None = None, model_type: str | Non
         pinned_reasoning: Reasoning parser set in the config (always wins).
 
     Returns:
-        ``{"tool_parser", "tool_reason", "reasoning_parser", "reasoning_reason"}``; the
-        tool parser falls back to ``"auto"``, the reasoning parser to None.
+        ``{"tool_parser", "tool_reason", "reasoning_parser", "reasoning_reason"}``. A
+        parser is None when the chat template shows no such format of its own (the router
+        may still sniff tool calls); with nothing to go on at all the tool parser is
+        ``"auto"`` and the reasoning parser None.
 
     Raises:
         ValueError: A pinned name is unknown.
@@ -251,6 +289,7 @@ def explain_detection(*, chat_template: str | None = None, model_type: str | Non
         (tool_parser_name(pinned_tool), "pinned in config") if pinned_tool else None,
         meta_tool,
         _rule_choice(_TOOL_TEMPLATE, template, "chat template contains"),
+        _template_without_tools(template),
         _rule_choice(_TOOL_TOKENS, tokens, "special token"),
         _by_model(model_type, model_name, 0),
     ) or ("auto", "none found: output sniffing (auto)")
@@ -258,12 +297,41 @@ def explain_detection(*, chat_template: str | None = None, model_type: str | Non
         (reasoning_parser_name(pinned_reasoning), "pinned in config") if pinned_reasoning else None,
         meta_reasoning,
         _rule_choice(_REASONING_TEMPLATE, template, "chat template contains"),
+        _template_without_thinking(template),
         _rule_choice(_REASONING_TOKENS, tokens, "special token"),
+        _non_thinking_release(model_name),
         _think_token(tokens, model_type, model_name),
         _by_model(model_type, model_name, 1),
     ) or (None, "none found: no reasoning markers")
     return {"tool_parser": tool[0], "tool_reason": tool[1], "reasoning_parser": reasoning[0],
             "reasoning_reason": reasoning[1]}
+
+
+def _template_without_tools(template: str | None) -> tuple[None, str] | None:
+    """No tool parser when the template shows no tool-call format, or one no parser reads.
+
+    The template is what the model was tuned on: a name or architecture guess (Gemma 2 ->
+    pythonic) would only parse calls the model was never taught to make.
+    """
+    if not template or not template.strip():
+        return None
+    found = _match(_UNPARSED_TOOL_TEMPLATE, template)
+    if found:
+        return None, f"chat template teaches a format no parser reads ({found[1]}: {_quote(found[0])})"
+    return None if _TOOL_WORDS.search(template) else (None, "chat template has no tool-call format")
+
+
+def _template_without_thinking(template: str | None) -> tuple[None, str] | None:
+    """No reasoning parser when the template never mentions thinking (an instruct model)."""
+    if not template or not template.strip() or _THINKING_WORDS.search(template):
+        return None
+    return None, "chat template has no thinking"
+
+
+def _non_thinking_release(model_name: str | None) -> tuple[None, str] | None:
+    name = (model_name or "").lower()
+    pattern = next((p for p in _NON_THINKING if re.search(p, name)), None)
+    return (None, f"model name matches {pattern!r} (a release without thinking)") if pattern else None
 
 
 def _first(*choices: tuple[str | None, str] | None) -> tuple[str | None, str] | None:

@@ -279,6 +279,9 @@ class ToolStream:
         if block.committed:
             self._pending = raw[block.committed :] + self._pending
         elif self._marker:
+            if self._marker.startswith(_FENCE) and self._marker != _FENCE:
+                # A family's fence marker (```json) that held no call still opens a code fence.
+                self._in_fence = not self._in_fence
             self.emit_content(self._marker)
             self._pending = raw + self._pending
         else:  # an unmarked call: rescan as plain content (not at call position any more)

@@ -92,7 +92,7 @@ class CallListReader:
     """Payload reader for call objects: one, an array, or a separator-joined sequence."""
 
     def __init__(self, sink: EventSink, keys: CallKeys = _DEFAULT_KEYS, *, array: bool = True,
-                 single: bool = True, sequence: str = "") -> None:
+                 single: bool = True, sequence: str = "", close_at_eof: bool = False) -> None:
         """Configure the accepted shapes.
 
         Args:
@@ -101,9 +101,12 @@ class CallListReader:
             array: Accept ``[{...}, {...}]``.
             single: Accept a bare ``{...}``.
             sequence: Separators allowed between consecutive bare objects (``"\\n;"``).
+            close_at_eof: At the end of output, close a call object and list left open
+                after complete values (Apertus, as vLLM: ``[{"f": {"a": 1}}`` is a call).
         """
         self._sink, self._keys = sink, keys
         self._array, self._single, self._sequence = array, single, sequence
+        self._close_at_eof = close_at_eof
         self._state = "start"
         self._in_array = False
         self._pos = 0
@@ -158,7 +161,17 @@ class CallListReader:
 
     def finish(self) -> bool:
         """End of input: True if no call is left half-read."""
-        return self.done or self._state == "between"
+        if self.done or self._state == "between":
+            return True
+        return self._close_at_eof and self._close_open_list()
+
+    def _close_open_list(self) -> bool:
+        # Only brackets may be missing: a value cut off inside stays a truncated call.
+        if self._reader is not None or self._state not in ("key", "element"):
+            return False
+        if self._state == "key":
+            self._object_done()
+        return self._calls > 0
 
     def _structure(self, c: str) -> None:
         state = self._state

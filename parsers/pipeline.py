@@ -24,9 +24,12 @@ class Pipeline:
         self._tools = tool_stream
         self._reasoning = None
         if reasoning_cls is not None:
-            exits = type(tool_stream).reasoning_exit_markers if tool_stream is not None else ()
+            tool_cls = type(tool_stream) if tool_stream is not None else None
+            exits = tool_cls.reasoning_exit_markers if tool_cls is not None else ()
+            calls = tool_cls.start_markers if tool_cls is not None else ()
             out = tool_stream.feed if tool_stream is not None else sink.content
-            self._reasoning = reasoning_cls(sink, out, forced_open=forced_open, exit_markers=exits)
+            self._reasoning = reasoning_cls(sink, out, forced_open=forced_open, exit_markers=exits,
+                                            call_markers=calls)
 
     def feed(self, text: str) -> list[ParseEvent]:
         """Consume a chunk of output; return the events it completes."""

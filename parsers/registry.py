@@ -61,6 +61,10 @@ TOOL_PARSERS: dict[str, str] = {
     "apertus": _T + "json_wrapped:ApertusToolParser",
     "functiongemma": _T + "gemma:FunctionGemmaToolParser",
     "gemma4": _T + "gemma:Gemma4ToolParser",
+    "cohere_command3": _T + "cohere:CohereCommand3ToolParser",
+    "cohere_command4": _T + "cohere:CohereCommand4ToolParser",
+    # vLLM's Laguna parser reads GLM-4.x key/value calls (name, then optional newline).
+    "poolside_v1": _T + "glm:Glm47ToolParser",
     "auto": _T + "auto:AutoToolParser",
 }
 
@@ -71,7 +75,7 @@ TOOL_ALIASES: dict[str, str] = {
     "glm": "glm45", "gpt-oss": "openai", "minimax-m2": "minimax_m2", "hunyuan": "hunyuan_a13b",
     "interns1": "internlm", "apertus2509": "apertus",
     # vLLM spellings that share a parser
-    "llama4_json": "llama3_json", "internlm2": "internlm",
+    "llama4_json": "llama3_json", "internlm2": "internlm", "mimo": "qwen3_coder",
     # mlx-lm tool_parser_type
     "json_tools": "hermes", "function_gemma": "functiongemma", "laguna": "glm47",
     # llama.cpp chat formats
@@ -99,6 +103,13 @@ REASONING_PARSERS: dict[str, str] = {
     "ernie45": _R + "tagged:Ernie45ReasoningParser",
     "granite": _R + "tagged:GraniteReasoningParser",
     "openai_gptoss": _T + "openai:GptOssReasoningParser",
+    "deepseek_v4": _R + "think:DeepSeekV4ReasoningParser",
+    "holo2": _R + "think:Holo2ReasoningParser",
+    "hy_v3": _R + "think:HyV3ReasoningParser",
+    "poolside_v1": _R + "think:PoolsideV1ReasoningParser",
+    "nemotron_v3": _R + "nemotron:NemotronV3ReasoningParser",
+    "cohere_command3": _R + "cohere:CohereCommand3ReasoningParser",
+    "cohere_command4": _R + "cohere:CohereCommand4ReasoningParser",
 }
 
 REASONING_ALIASES: dict[str, str] = {
@@ -107,6 +118,8 @@ REASONING_ALIASES: dict[str, str] = {
     "minimax": "minimax_m2", "minimax-append-think": "minimax_m2_append_think",
     "deepseek": "deepseek_r1", "deepseek-legacy": "deepseek_r1", "qwen3_5": "qwen3",
     "hunyuan": "hunyuan_a13b", "ernie": "ernie45",
+    # vLLM spellings that share a parser
+    "mimo": "qwen3",
 }
 
 

@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["ToolSet", "coerce_value", "lenient_literal", "schema_types"]
+__all__ = ["ToolSet", "coerce_value", "finite_json", "lenient_literal", "schema_types"]
 
 Fallback = Literal["string", "json"]
 """What an untyped value becomes: the raw ``string``, or ``json`` (parse it, else string)."""
@@ -146,7 +146,7 @@ def lenient_literal(text: str) -> Any:
         except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError) as exc:
             raise ValueError(f"not a literal: {exc}") from None
         value = _jsonable(value)
-    if not _finite(value):
+    if not finite_json(value):
         raise ValueError("non-finite number")
     return value
 
@@ -166,13 +166,14 @@ def _jsonable(value: Any) -> Any:
     raise ValueError(f"unsupported literal type {type(value).__name__}")
 
 
-def _finite(value: Any) -> bool:
+def finite_json(value: Any) -> bool:
+    """No NaN or infinity anywhere in a decoded JSON value (they have no JSON text)."""
     if isinstance(value, float):
         return math.isfinite(value)
     if isinstance(value, dict):
-        return all(_finite(v) for v in value.values())
+        return all(finite_json(v) for v in value.values())
     if isinstance(value, list):
-        return all(_finite(v) for v in value)
+        return all(finite_json(v) for v in value)
     return True
 
 

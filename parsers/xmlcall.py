@@ -9,8 +9,8 @@ Step-3 through one ``XmlSyntax`` description each::
 A value cannot escape its closing tag, so a ``param_close`` only counts when the next
 non-space text is another parameter, the invoke close, the block close or the end of
 output; otherwise it is part of the value (a file containing ``</parameter>``).  Values
-typed as plain strings stream out as they arrive; others are typed by the schema when
-they close.
+typed as plain strings (or flagged ``string="true"`` by DSML) stream out as they arrive;
+others are typed by the schema when they close.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from .base import NotACallError
 from .block import Block, find_first, partial_suffix_len
-from .schema import Fallback, coerce_value
+from .schema import Fallback, coerce_value, lenient_literal
 
 if TYPE_CHECKING:
     from .sink import EventSink
@@ -52,7 +52,12 @@ class XmlSyntax:
     """Drop one newline after the open tag and one before the close tag (Qwen3-Coder)."""
     fallback: Fallback = "string"
     unwrap_keys: tuple[str, ...] = ()
-    """A lone parameter with one of these names holding an object is the arguments."""
+    """A lone parameter with one of these names, absent from the schema, holding an object
+    whose keys the schema declares, is the whole arguments (DSML's ``arguments``/``input``)."""
+    open_ends_param: bool = False
+    """A parameter open tag at a line start inside a value, naming a parameter not given
+    yet (one the schema declares, when it declares any), ends that value: models drop
+    ``</parameter>`` (Qwen3-Coder)."""
     max_tag: int = 512
 
 
@@ -199,12 +204,17 @@ class XmlInvokeBlock(Block):
     def _open_param(self, key: str, string_flag: str | None) -> None:
         tools = self._sink.tools
         self._key, self._flag = key, string_flag
-        self._mute = key in self._args or (self._deferred is not None and key == self._deferred[0])
+        self._mute = self._given(key)
+        self._wrapper = (
+            key in self._s.unwrap_keys and self._members == 0 and self._deferred is None
+            and key not in self._schema_keys()
+        )
+        # DSML's string="true" says the value is text whatever the schema says.
         self._stream = (
             not self._mute
+            and not self._wrapper
             and string_flag != "false"
-            and key not in self._s.unwrap_keys
-            and tools.only_string(self._name, key, default=self._s.fallback == "string")
+            and (string_flag == "true" or tools.only_string(self._name, key, default=self._s.fallback == "string"))
         )
         self._parts: list[str] = []
         self._started = False
@@ -212,6 +222,14 @@ class XmlInvokeBlock(Block):
         if self._stream:
             self._flush_deferred()
             self._sink.args(self._member_prefix(key) + '"')
+
+    def _given(self, key: str) -> bool:
+        """True if the invoke already has a value for ``key`` (a repeat is ignored)."""
+        return key in self._args or (self._deferred is not None and key == self._deferred[0])
+
+    def _schema_keys(self) -> frozenset[str]:
+        props = (self._sink.tools.parameters(self._name) or {}).get("properties")
+        return frozenset(props) if isinstance(props, dict) else frozenset()
 
     def _member_prefix(self, key: str) -> str:
         prefix = ("{" if self._members == 0 else ",") + json.dumps(key, ensure_ascii=False) + ":"
@@ -227,13 +245,17 @@ class XmlInvokeBlock(Block):
                 self._consume(1)
             self._started = True
         buf, pos, safe = self._buf, 0, None
-        closers = (s.param_close, s.invoke_close)
+        closers = (s.param_close, s.invoke_close, *((s.param_prefix,) if s.open_ends_param else ()))
         while safe is None:
             p, tag = find_first(buf, closers, pos)
             if p < 0:
                 safe = len(buf) - self._partial(buf, closers)
                 break
-            verdict = self._confirmed(buf[p + len(tag) :], tag)
+            if tag == s.param_prefix:
+                verdict = self._opens_next(buf, p)
+                tag = ""  # the open tag stays for the next parameter
+            else:
+                verdict = self._confirmed(buf[p + len(tag) :], tag)
             if verdict:
                 self._end_value(p, tag)
                 return True
@@ -245,6 +267,26 @@ class XmlInvokeBlock(Block):
         if safe > 0:
             self._take(buf[:safe])
         return False
+
+    def _opens_next(self, buf: str, p: int) -> bool | None:
+        """Does the parameter open tag at ``buf[p]``, inside a value, start the next one?
+
+        Only at a line start (the template writes each tag on its own line) and only for
+        a parameter not given yet: a value quoting ``<parameter=x>`` mid-line, or naming
+        a parameter already set, stays text.  None: the tag is not complete yet.
+        """
+        line_start = buf[p - 1] == "\n" if p else (not self._parts or self._parts[-1].endswith("\n"))
+        if not line_start:
+            return False
+        end = buf.find(">", p)
+        if end < 0:
+            return False if self._eof or len(buf) - p > self._s.max_tag else None
+        m = self._s.param_open.match(buf[p : end + 1])
+        if m is None:
+            return False
+        key = m.group("key").strip()
+        known = self._schema_keys()
+        return key != self._key and not self._given(key) and (not known or key in known)
 
     def _partial(self, buf: str, tags: tuple[str, ...]) -> int:
         return 0 if self._eof else partial_suffix_len(buf, tags)
@@ -277,6 +319,8 @@ class XmlInvokeBlock(Block):
         if self._stream:
             self._sink.args(_encode(tail) + '"')
             value: Any = raw
+        elif self._flag == "true":
+            value = raw
         else:
             schema = self._sink.tools.property_schema(self._name, self._key)
             value = coerce_value(raw, schema, "json" if self._flag == "false" else self._s.fallback)
@@ -290,8 +334,7 @@ class XmlInvokeBlock(Block):
             return
         key = self._key
         if not self._stream:
-            schema_props = (self._sink.tools.parameters(self._name) or {}).get("properties") or {}
-            if self._members == 0 and self._deferred is None and key in self._s.unwrap_keys and key not in schema_props:
+            if self._wrapper:
                 self._deferred = (key, value)  # maybe the whole arguments: decide at the close
                 return
             self._flush_deferred()
@@ -305,9 +348,28 @@ class XmlInvokeBlock(Block):
             self._sink.args(self._member_prefix(key) + json.dumps(value, ensure_ascii=False, separators=(",", ":")))
             self._args[key] = value
 
+    def _unwrapped(self) -> dict | None:
+        """The deferred wrapper's object, when it is the whole arguments.
+
+        It is when it is an object (or text holding one: ``string="true"``) whose keys
+        the schema declares, so an unknown tool never loses its ``arguments`` key.
+        """
+        if self._deferred is None:
+            return None
+        inner = self._deferred[1]
+        if isinstance(inner, str):
+            try:
+                inner = lenient_literal(inner)
+            except ValueError:
+                return None
+        if isinstance(inner, dict) and set(inner) <= self._schema_keys():
+            return inner
+        return None
+
     def _close_invoke(self) -> None:
-        if self._deferred is not None and isinstance(self._deferred[1], dict):
-            self._args = self._deferred[1]
+        inner = self._unwrapped()
+        if inner is not None:
+            self._args = inner
             self._deferred = None
             self._sink.args(json.dumps(self._args, ensure_ascii=False, separators=(",", ":")))
         else:
@@ -328,5 +390,6 @@ QWEN3_XML = XmlSyntax(
     param_close="</parameter>",
     block_close=("</tool_call>",),
     trim_newline=True,
+    open_ends_param=True,
 )
 """Qwen3-Coder / Qwen3.5 grammar, shared with the families that borrowed it."""

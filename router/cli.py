@@ -191,7 +191,7 @@ def _parser_lines(model, *, offline: bool) -> tuple[str, str]:
         return pending, f"{model.reasoning_parser} (decided at load)"
     except ParserConfigError as exc:
         return f"invalid: {exc}", f"{model.reasoning_parser}"
-    return f"{choice.tool_parser or 'none'} ({choice.tool_reason})", f"{choice.reasoning_parser or 'none'} ({choice.reasoning_reason})"
+    return choice.tool_line(), choice.reasoning_line()
 
 
 def demo_model_path() -> Path:

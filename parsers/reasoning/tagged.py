@@ -3,7 +3,7 @@
 =================  ==============================================================
 seed_oss           ``<seed:think>...</seed:think>`` (budget-reflect tags stay inside)
 mistral            ``[THINK]...[/THINK]`` (Magistral, Ministral 3 reasoning)
-gemma4             ``<|channel>thought\\n...<channel|>``
+gemma4             ``<|channel>thought\\n...<channel|>`` (``<|tool_call>`` also ends it)
 hunyuan_a13b       ``<think>...</think>`` then the answer in ``<answer>...</answer>``
 ernie45            ``...</think>`` (prompt opened it) then ``<response>...</response>``
 granite            Granite 3.2 ``Here is my thought process: ... Here is my response: ...``;
@@ -33,17 +33,30 @@ class SeedOssReasoningParser(ReasoningParser):
 
 
 class MistralReasoningParser(ReasoningParser):
-    """Magistral / Ministral 3: ``[THINK]`` control tokens."""
+    """Magistral / Ministral 3: ``[THINK]`` control tokens.
+
+    As in vLLM, a block may follow content (the text around it is the content) and a
+    ``[/THINK]`` with no ``[THINK]`` before it is dropped, its text staying content.
+    """
 
     open_tags = ("[THINK]",)
     close_tags = ("[/THINK]",)
+    control_tags = True
 
 
 class Gemma4ReasoningParser(ReasoningParser):
-    """Gemma 4 thought channel."""
+    """Gemma 4 thought channel: ``<|channel>`` opens it whatever the channel name.
 
-    open_tags = ("<|channel>thought",)
+    As in vLLM, the ``thought`` label and its newline are dropped (another name stays in
+    the reasoning text), ``<|tool_call>`` ends the channel implicitly, and the markers
+    are control tokens (see ``control_tags``).
+    """
+
+    open_tags = ("<|channel>",)
     close_tags = ("<channel|>",)
+    block_labels = ("thought",)
+    exit_markers = ("<|tool_call>",)
+    control_tags = True
 
 
 class HunyuanA13bReasoningParser(ReasoningParser):

@@ -10,7 +10,8 @@ opening tag:
   dropped), MiniMax-M2 (prompt ends ``<think>\\n``), Step-3 / Step-3.5.
 
 ``minimax_m2_append_think`` keeps the whole block in content, as MiniMax-M2 wants it
-sent back verbatim in later turns.
+sent back verbatim in later turns.  DeepSeek V4, Holo2, Hunyuan v3 (``hy_v3``) and Poolside
+Laguna (``poolside_v1``) think by default in vLLM; their prompts open the block when they do.
 """
 
 from __future__ import annotations
@@ -20,11 +21,15 @@ from ..thinking import ReasoningParser
 __all__ = [
     "DeepSeekR1ReasoningParser",
     "DeepSeekV3ReasoningParser",
+    "DeepSeekV4ReasoningParser",
     "Glm45ReasoningParser",
+    "Holo2ReasoningParser",
+    "HyV3ReasoningParser",
     "KimiK2ReasoningParser",
     "MinimaxM2AppendThinkReasoningParser",
     "MinimaxM2ReasoningParser",
     "Olmo3ReasoningParser",
+    "PoolsideV1ReasoningParser",
     "Qwen3ReasoningParser",
     "Step3ReasoningParser",
     "Step3p5ReasoningParser",
@@ -32,7 +37,14 @@ __all__ = [
 
 
 class Qwen3ReasoningParser(ReasoningParser):
-    """Qwen3 / QwQ / Qwen3.5: opened by the model or by the prompt."""
+    """Qwen3 / QwQ / Qwen3.5: opened by the model or by the prompt.
+
+    Qwen3.5 may start a call without closing the block: as in vLLM, ``<tool_call>``
+    followed by ``<function`` ends the reasoning, while a ``<tool_call>`` merely quoted
+    in the thoughts (no ``<function`` after it) stays reasoning.
+    """
+
+    guarded_exits = (("<tool_call>", ("<function=", "<function ")),)
 
 
 class DeepSeekR1ReasoningParser(ReasoningParser):
@@ -51,6 +63,10 @@ class Glm45ReasoningParser(ReasoningParser):
 
 class KimiK2ReasoningParser(ReasoningParser):
     """Kimi K2-Thinking: a tool section may end the block without ``</think>``."""
+
+    # vLLM's parser ends reasoning at the section marker itself, with or without a tool
+    # parser; the singular spelling is the variant the kimi_k2 tool parser accepts.
+    exit_markers = ("<|tool_calls_section_begin|>", "<|tool_call_section_begin|>")
 
 
 class Olmo3ReasoningParser(ReasoningParser):
@@ -78,3 +94,37 @@ class Step3ReasoningParser(ReasoningParser):
 
 class Step3p5ReasoningParser(Step3ReasoningParser):
     """Step-3.5: ``<think>...</think>``, the opening tag optional."""
+
+
+class DeepSeekV4ReasoningParser(DeepSeekV3ReasoningParser):
+    """DeepSeek V4: a DSML call section may end the block without ``</think>``.
+
+    vLLM's V4 parser starts in reasoning unless thinking is switched off; the V4 prompt
+    ends ``<think>`` exactly then, which the router passes as ``thinking_forced_open``.
+    """
+
+    exit_markers = ("<｜DSML｜tool_calls>",)
+
+
+class Holo2ReasoningParser(DeepSeekV3ReasoningParser):
+    """Holo2 (Qwen3-based): ``<think>`` is in the prompt unless ``thinking=False``.
+
+    vLLM runs it as DeepSeek V3 with thinking on by default; here the rendered prompt
+    says whether the block is open.
+    """
+
+
+class HyV3ReasoningParser(ReasoningParser):
+    """Hunyuan v3 (Hy3): ``<think>`` opens the block in the prompt when a reasoning effort is set.
+
+    vLLM: ``reasoning_effort`` ``no_think`` (its default) passes everything through as
+    content; otherwise reasoning runs until ``</think>``.
+    """
+
+
+class PoolsideV1ReasoningParser(DeepSeekV3ReasoningParser):
+    """Poolside Laguna: DeepSeek V3 rules (reasoning until ``</think>`` when thinking is on).
+
+    vLLM scopes its end-of-reasoning check to the last ``<assistant>`` turn of the prompt;
+    the router's open-block check reads the end of the prompt, which is the same turn.
+    """

@@ -8,10 +8,13 @@ V3 / R1 (both call-body forms are accepted by both parsers; models mix them up):
     ```<｜tool▁call▁end｜><｜tool▁calls▁end｜>
 
 V3.1: ``<｜tool▁call▁begin｜>NAME<｜tool▁sep｜>{json}<｜tool▁call▁end｜>``; a call section
-may end the reasoning without ``</think>``.  V3.2 (``<｜DSML｜function_calls>``) and V4
-(``<｜DSML｜tool_calls>``) write ``invoke``/``parameter`` tags whose ``string="false"``
-values are JSON; a lone ``arguments``/``input`` parameter holding an object is unwrapped.
-The bars and spaces are U+FF5C and U+2581, copied byte-exactly.
+may end the reasoning without ``</think>`` (with thinking on, the prompt opens ``<think>``,
+so the output starts inside the reasoning).  V3.2 (``<｜DSML｜function_calls>``) and V4
+(``<｜DSML｜tool_calls>``) write ``invoke``/``parameter`` tags: a ``string="true"`` value is
+text whatever the schema says, a ``string="false"`` value is JSON typed by the schema.  A
+lone ``arguments``/``input`` parameter the schema does not declare, holding an object (or
+its JSON text) whose keys the schema declares, is unwrapped into the arguments (vLLM's
+rule).  The bars and spaces are U+FF5C and U+2581, copied byte-exactly.
 """
 
 from __future__ import annotations

@@ -5,8 +5,11 @@ strings sit between ``<|"|>`` delimiter tokens, keys are bare (or quoted, as in
 ``{<|"|>3<|"|>:<|"|>x<|"|>}``), objects and arrays nest, names may contain ``-`` and
 ``.``, and several calls may follow each other.  FunctionGemma:
 ``<start_function_call>call:NAME{k:<escape>v<escape>,n:3}<end_function_call>``, where
-numbers may be escaped too (typed back by the schema).  Calls are emitted whole when
-their end marker arrives (streaming partial numbers is how ``108.`` became ``108.0``).
+numbers and booleans may be escaped too: an escaped value is typed by the schema, and
+read as JSON when the schema says nothing (``<escape>42<escape>`` -> 42, as vLLM does).
+Bare numbers follow vLLM's reading, so ``108.`` is 108.0.  Calls are emitted whole when
+their end marker arrives (streaming partial numbers is how ``108.`` became ``108.0``);
+a FunctionGemma call complete but for its end marker still counts at the end of output.
 """
 
 from __future__ import annotations
@@ -18,18 +21,21 @@ import re
 from ..base import RawCall
 from ..block import Block, BufferedBlock
 from ..engine import ToolStream
-from ..schema import ToolSet, coerce_value
+from ..schema import ToolSet, coerce_value, finite_json, schema_types
 
 __all__ = ["FunctionGemmaToolParser", "Gemma4ToolParser", "parse_call_syntax"]
 
 _CALL = re.compile(r"\s*call:(?P<name>[\w.\-]+)\s*")
 _BARE = re.compile(r"[^,}\]:]*")
 _KEY = re.compile(r"\s*([\w.\-]+)\s*:")
+# Numerals as Python reads them (vLLM's int()/float()): ``108.``, ``.5``, ``+3``, ``007``.
+_PY_NUMBER = re.compile(r"[+-]?(?:(?P<int>\d+)|\d+\.\d*|\.\d+)(?P<exp>[eE][+-]?\d+)?")
 
 
 class _Syntax:
-    def __init__(self, text: str, delim: str) -> None:
+    def __init__(self, text: str, delim: str, *, json_strings: bool = False) -> None:
         self.t, self.d = text, delim
+        self.json_strings = json_strings  # untyped delimited values read as JSON (FunctionGemma)
 
     def ws(self, i: int) -> int:
         while i < len(self.t) and self.t[i] in " \t\r\n":
@@ -92,9 +98,7 @@ class _Syntax:
                 key, i = m.group(1), m.end()
             value, i, quoted = self.value(i)
             if quoted and typed_for is not None:
-                schema = typed_for[1].property_schema(typed_for[0], key)
-                if schema is not None:
-                    value = coerce_value(value, schema)
+                value = self.typed(value, typed_for[1].property_schema(typed_for[0], key))
             out.setdefault(key, value)
             i = self.ws(i)
             if self.t.startswith(",", i):
@@ -102,20 +106,47 @@ class _Syntax:
             elif not self.t.startswith("}", i):
                 raise ValueError("expected ',' or '}'")
 
+    def typed(self, text: str, schema: dict | None) -> object:
+        """A delimited top-level value: typed by its schema, else maybe JSON, else text."""
+        if schema is not None and schema_types(schema):
+            return coerce_value(text, schema)
+        return _json_or_text(text) if self.json_strings else text
+
+
+def _json_or_text(text: str) -> object:
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return text
+    return value if finite_json(value) else text
+
 
 def _bare(raw: str) -> object:
+    m = _PY_NUMBER.fullmatch(raw)
+    if m:
+        try:
+            value = int(raw) if m.group("int") and not m.group("exp") else float(raw)
+        except ValueError:  # more digits than int() accepts
+            return raw
+        return value if not isinstance(value, float) or math.isfinite(value) else raw
     try:
         value = json.loads(raw)
     except ValueError:
         return raw
-    if isinstance(value, float) and not math.isfinite(value):
-        return raw
-    return value if isinstance(value, (int, float, bool)) or value is None else raw
+    return value if isinstance(value, bool) or value is None else raw
 
 
-def parse_call_syntax(body: str, delim: str, tools: ToolSet) -> list[RawCall] | None:
-    """Parse one or more ``call:NAME{...}`` in a block body; None if any is malformed."""
-    syntax, calls, i = _Syntax(body, delim), [], 0
+def parse_call_syntax(body: str, delim: str, tools: ToolSet, *,
+                      json_strings: bool = False) -> list[RawCall] | None:
+    """Parse one or more ``call:NAME{...}`` in a block body; None if any is malformed.
+
+    Args:
+        body: The block text between the markers.
+        delim: The string delimiter token.
+        tools: The offered tools (their schemas type the delimited values).
+        json_strings: Read a delimited value without a typed schema as JSON when it is.
+    """
+    syntax, calls, i = _Syntax(body, delim, json_strings=json_strings), [], 0
     while syntax.ws(i) < len(body):
         m = _CALL.match(body, i)
         if not m:
@@ -135,11 +166,16 @@ class Gemma4ToolParser(ToolStream):
     end_markers = ("<tool_call|>",)
     drop_markers = ("<turn|>",)
     delimiter = '<|"|>'
+    json_strings = False
+    """Untyped delimited values stay text (vLLM's Gemma 4 parser)."""
+    needs_end_marker = True
+    """A call cut off before its end marker is not trusted (vLLM's Gemma 4 regex)."""
 
     def open_block(self, marker: str) -> Block | None:
         def parse(body: str, final: bool) -> list[RawCall] | None:
-            # Gemma 4 needs its end marker: a call cut off before it is not trusted.
-            return None if final else parse_call_syntax(body, self.delimiter, self.tools)
+            if final and self.needs_end_marker:
+                return None
+            return parse_call_syntax(body, self.delimiter, self.tools, json_strings=self.json_strings)
 
         return BufferedBlock(self.sink, self.end_markers, parse,
                              plausible=lambda text: "call:".startswith(text.lstrip()[:5]))
@@ -152,3 +188,5 @@ class FunctionGemmaToolParser(Gemma4ToolParser):
     end_markers = ("<end_function_call>",)
     drop_markers = ("<end_of_turn>",)
     delimiter = "<escape>"
+    json_strings = True  # vLLM: json.loads of every escaped value
+    needs_end_marker = False  # vLLM's regex also takes a call the output ends in

@@ -4,11 +4,13 @@
 granite            ``<|tool_call|>[{...}]`` (3.1+ also ``<tool_call>[...]``)
 granite-20b-fc     ``<function_call> {json}`` repeated
 phi4_mini_json     ``functools[{"name": ..., "arguments": {...}}]`` (FireFunction v2)
-xlam               bare ``[{...}]`` at call position, fenced, or after ``[TOOL_CALLS]``/``<tool_call>``
+xlam               bare ``[{...}]`` at call position, a ```` ```json ```` fence (also after text),
+                   or after ``[TOOL_CALLS]``/``<tool_call>``
 hunyuan_a13b       ``<tool_calls>[{...}]</tool_calls>`` (inside ``<answer>``)
 jamba              ``<tool_calls>[{...}]</tool_calls>``
 internlm           ``<|action_start|><|plugin|>{"name", "parameters"}<|action_end|>``
-apertus            ``<|tools_prefix|>[{"NAME": {args}}]<|tools_suffix|>`` (suffix optional)
+apertus            ``<|tools_prefix|>[{"NAME": {args}}]<|tools_suffix|>`` (suffix optional; an
+                   output that ends after the last arguments object closes the list)
 gigachat3          ``function call<|role_sep|>\\n{json}`` or ``<|function_call|>{json}``
 =================  ===========================================================
 
@@ -19,10 +21,12 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+from ..base import RawCall
 from ..block import NEED_MORE, Block
 from ..engine import ToolStream
 from ..jsonblock import JsonBlock
-from ..jsoncall import CallKeys, CallListReader
+from ..jsoncall import CallKeys, CallListReader, json_body_calls
+from .hermes import FenceMarkerHold, fenced_call_block
 
 __all__ = [
     "ApertusToolParser",
@@ -46,9 +50,12 @@ class _Wrapped(ToolStream):
     array: ClassVar[bool] = True
     single: ClassVar[bool] = True
     initial: ClassVar[str] = ""
+    close_at_eof: ClassVar[bool] = False
+    """An output that ends inside the list after complete arguments still completes it."""
 
     def open_block(self, marker: str) -> Block | None:
-        reader = CallListReader(self.sink, self.keys, array=self.array, single=self.single)
+        reader = CallListReader(self.sink, self.keys, array=self.array, single=self.single,
+                                close_at_eof=self.close_at_eof)
         return JsonBlock(reader, end_markers=self.formats[marker], fenced=True, initial=self.initial)
 
 
@@ -80,13 +87,28 @@ class Phi4MiniJsonToolParser(_Wrapped):
     initial = "["
 
 
-class XlamToolParser(_Wrapped):
-    """xLAM-2: the message is a JSON call array (possibly fenced or after a marker)."""
+class XlamToolParser(FenceMarkerHold, _Wrapped):
+    """xLAM-2: the message is a JSON call array (possibly fenced or after a marker).
+
+    As in vLLM, a ```` ```json ```` fence after text holds the calls too (the text stays
+    content), while a bare array after text is prose.
+    """
 
     formats: ClassVar[dict[str, tuple[str, ...]]] = {"[TOOL_CALLS]": (), "<tool_call>": ("</tool_call>",)}
-    start_markers = tuple(formats)
+    start_markers = (*formats, "```json")
     end_markers = ("</tool_call>",)
     keys = CallKeys(require_args=True)
+
+    def open_block(self, marker: str) -> Block | None:
+        if marker != "```json":
+            return super().open_block(marker)
+        if not self._line_blank:
+            return None  # mid-line it is no fence: the marker stays text, as for the engine
+        return fenced_call_block(self.sink, self._fenced_calls, lambda body: body.lstrip()[:1] in ("[", "{"),
+                                 lambda body: body.lstrip()[:1] in ("", "[", "{"))
+
+    def _fenced_calls(self, body: str) -> list[RawCall] | None:
+        return json_body_calls(body, self.keys)
 
     def leading_block(self, text: str, eof: bool) -> Block | object | None:
         if text[0] in "[{" or text.startswith("```"):
@@ -124,6 +146,7 @@ class ApertusToolParser(_Wrapped):
     start_markers = tuple(formats)
     end_markers = ("<|tools_suffix|>",)
     keys = CallKeys(name_is_key=True)
+    close_at_eof = True  # vLLM completes ``[{"f": {"a": 1}}`` cut off before ``}]``
 
 
 class GigaChat3ToolParser(_Wrapped):

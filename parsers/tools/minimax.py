@@ -11,19 +11,36 @@ MiniMax-M2 (values raw, whitespace kept, typed by the schema including nullable
 
 Step-3 wraps ``<steptml:invoke>``/``<steptml:parameter>`` in DeepSeek-like call tokens
 with ASCII underscores (``<｜tool_call_begin｜>function<｜tool_sep｜>...<｜tool_call_end｜>``).
-MiniMax-M1 writes one JSON call per line inside ``<tool_calls>``; its calls inside
-``<think>`` stay reasoning (the reasoning splitter runs first).
+MiniMax-M1 writes one JSON call per line inside ``<tool_calls>``::
+
+    <tool_calls>
+    {"name": "get_weather", "arguments": {"city": "Paris"}}
+    {"name": "get_time", "arguments": {}}
+    </tool_calls>
+
+A line that is not a call (bad JSON, no ``name`` or no ``arguments``) is skipped and the
+other lines kept, as vLLM does.  Calls inside ``<think>`` are not calls: the reasoning
+splitter takes the block when one is configured, and without one a closed think block
+stays content as written.
 """
 
 from __future__ import annotations
 
+import logging
 import re
+from typing import TYPE_CHECKING
 
-from ..block import Block
+from ..base import NotACallError
+from ..block import Block, BufferedBlock
 from ..engine import ToolStream
-from ..jsonblock import JsonBlock
-from ..jsoncall import CallListReader
+from ..jsoncall import CallKeys, call_from_object
+from ..schema import lenient_literal
 from ..xmlcall import XmlInvokeBlock, XmlSyntax
+
+if TYPE_CHECKING:
+    from ..sink import EventSink
+
+logger = logging.getLogger(__name__)
 
 __all__ = ["MinimaxM1ToolParser", "MinimaxM2ToolParser", "Step3ToolParser"]
 
@@ -71,12 +88,97 @@ class Step3ToolParser(ToolStream):
         return XmlInvokeBlock(self.sink, _STEP3)
 
 
+_M1_CLOSE = "</tool_calls>"
+_M1_KEYS = CallKeys(args=("arguments",), require_args=True)
+
+
+class _JsonLinesBlock(Block):
+    """The body of ``<tool_calls>``: each line that holds a call is emitted when it ends."""
+
+    _KEEP = len(_M1_CLOSE) - 1
+
+    def __init__(self, sink: EventSink) -> None:
+        self._sink = sink
+        self._parts: list[str] = []  # the current line, not complete yet (joined only when it may end)
+        self._size = 0
+        self._tail = ""  # its last characters, where a split close tag may start
+        self._seen = 0  # block input consumed before the current line
+        self._calls = 0
+
+    def feed(self, text: str) -> int | None:
+        window = self._tail + text
+        if "\n" not in text and _M1_CLOSE not in window:
+            self._parts.append(text)
+            self._size += len(text)
+            self._tail = window[-self._KEEP :]
+            return None
+        base = self._size
+        buf = "".join(self._parts) + text
+        pos = 0
+        while True:
+            nl = buf.find("\n", pos)
+            stop = buf.find(_M1_CLOSE, max(pos, base - self._KEEP))
+            if stop >= 0 and (nl < 0 or stop < nl):
+                self._take_line(buf[pos:stop], self._seen + stop)
+                if not self._calls:
+                    raise NotACallError("no call in the <tool_calls> block")
+                return stop + len(_M1_CLOSE) - base
+            if nl < 0:
+                break
+            self._take_line(buf[pos:nl], self._seen + nl + 1)
+            pos = nl + 1
+        self._seen += pos
+        rest = buf[pos:]
+        self._parts, self._size, self._tail = [rest], len(rest), rest[-self._KEEP :]
+        return None
+
+    def close(self) -> bool:
+        line = "".join(self._parts)
+        self._parts, self._size = [], 0
+        if not line.strip():
+            return self._calls > 0
+        return self._take_line(line, self._seen + len(line))  # a cut-off line is a truncated call
+
+    def _take_line(self, line: str, end: int) -> bool:
+        """Emit the line's call, if it is one; ``end`` is where the line ends in the block."""
+        text = line.strip()
+        if not text:
+            return True
+        try:
+            call = call_from_object(lenient_literal(text), _M1_KEYS) if text.startswith("{") else None
+        except ValueError:
+            call = None
+        if call is None:
+            logger.debug("skipping a line that is not a call: %.80r", text)
+            return False
+        self._sink.call(call)
+        self._calls += 1
+        self.committed = end
+        return True
+
+
+def _never(body: str, final: bool) -> None:
+    return None
+
+
+class _ThinkText(BufferedBlock):
+    """A closed ``<think>`` block in content: its text stays content, its calls are not calls."""
+
+    def __init__(self, sink: EventSink) -> None:
+        super().__init__(sink, ("</think>",), _never, strict=True)
+
+    def close(self) -> bool:
+        # Never closed: not a think block after all, so its text is scanned as content.
+        raise NotACallError("unclosed think block")
+
+
 class MinimaxM1ToolParser(ToolStream):
     """MiniMax-M1 ``<tool_calls>`` with one JSON call object per line."""
 
-    start_markers = ("<tool_calls>",)
-    end_markers = ("</tool_calls>",)
+    start_markers = ("<tool_calls>", "<think>")
+    end_markers = (_M1_CLOSE,)
 
     def open_block(self, marker: str) -> Block | None:
-        reader = CallListReader(self.sink, sequence=",;")
-        return JsonBlock(reader, end_markers=self.end_markers)
+        if marker == "<think>":
+            return _ThinkText(self.sink)
+        return _JsonLinesBlock(self.sink)

@@ -12,12 +12,16 @@ when it starts like ``[name(``.
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 
 from ..base import NotACallError, RawCall
 from ..block import NEED_MORE, Block, BufferedBlock
 from ..engine import ToolStream
 from ..jsonblock import JsonBlock
 from ..pylit import NeedMore, PyLitError, parse_calls
+
+if TYPE_CHECKING:
+    from ..sink import EventSink
 
 __all__ = [
     "Lfm2ToolParser",
@@ -137,15 +141,49 @@ class Llama4PythonicToolParser(PythonicToolParser):
     """Llama 4: the list may sit inside ``<|python_start|>`` ... ``<|python_end|>``."""
 
 
+_LFM2_END = "<|tool_call_end|>"
+
+
+def _echo_plausible(body: str) -> bool:
+    return bool(_LIST_START.match(body) or _LIST_PREFIX.match(body))
+
+
+def _drop_echo(body: str, final: bool) -> list[RawCall] | None:
+    """An echo is a whole call list; anything else before the end marker is not one."""
+    return [] if not final and _LIST_START.match(body) else None
+
+
+class _Lfm2Echo(BufferedBlock):
+    """A call list repeated after the call, capped by another end marker: dropped."""
+
+    def __init__(self, sink: EventSink) -> None:
+        super().__init__(sink, (_LFM2_END,), _drop_echo, plausible=_echo_plausible)
+
+    def close(self) -> bool:
+        # No end marker came: it was not an echo, so the text is scanned as content.
+        raise NotACallError("a list after the call without an end marker")
+
+
 class Lfm2ToolParser(PythonicToolParser):
-    """LFM2: ``<|tool_call_start|>[f(a=1)]<|tool_call_end|>``, text may follow."""
+    """LFM2: ``<|tool_call_start|>[f(a=1)]<|tool_call_end|>``, text may follow.
+
+    LFM2 often echoes the list after the call and caps it with a second end marker
+    (``...<|tool_call_end|>[f(a=1)]<|tool_call_end|>``); vLLM drops everything up to
+    that orphan marker, so the echo is not a second call and no marker reaches content.
+    """
 
     start_markers = ("<|tool_call_start|>",)
-    end_markers = ("<|tool_call_end|>",)
-    drop_markers = ("<|im_end|>",)
+    end_markers = (_LFM2_END,)
+    drop_markers = ("<|im_end|>", _LFM2_END)
 
     def open_block(self, marker: str) -> Block | None:
         return JsonBlock(PyListReader(self.sink), end_markers=self.end_markers)
+
+    def leading_block(self, text: str, eof: bool) -> Block | object | None:
+        if not self.sink.calls_started:
+            return super().leading_block(text, eof)
+        # Right after a call a list is the echo, never an unmarked call.
+        return _Lfm2Echo(self.sink) if text.startswith("[") else None
 
 
 class Olmo3ToolParser(PythonicToolParser):

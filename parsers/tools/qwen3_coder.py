@@ -1,7 +1,8 @@
 """Qwen3-Coder / Qwen3.5 XML calls, and the families that reuse the grammar.
 
-Format (values raw, typed by the tool schema; one newline after the open tag and one
-before the close tag are layout, not value)::
+Format (values raw, typed by the tool schema, so ``["a", "b"]`` is a list where the schema
+says array; one newline after the open tag and one before the close tag are layout, not
+value)::
 
     <tool_call>
     <function=write_file>
@@ -12,7 +13,9 @@ before the close tag are layout, not value)::
     </tool_call>
 
 String-typed values stream out as they arrive, so a long file edit is not buffered into
-one delta.  Models drop the ``<tool_call>`` wrapper (a bare ``<function=`` is accepted)
+one delta.  A ``<parameter=`` line before the previous value's ``</parameter>`` starts the
+next parameter (models drop the close tag; vLLM's Qwen3-Coder and Step-3.5 parsers do the
+same).  Models drop the ``<tool_call>`` wrapper (a bare ``<function=`` is accepted)
 or write JSON inside it (handled as Hermes).  Qwen3.5 may open a call while still
 thinking: ``<tool_call>`` + ``<function=`` ends the reasoning implicitly.  Seed-OSS uses
 the same grammar inside ``<seed:tool_call>``; Step-3.5 and ``qwen3_xml`` are the same
@@ -47,7 +50,9 @@ class Step3p5ToolParser(Qwen3CoderToolParser):
     """Step-3.5 writes Qwen3-Coder XML (SGLang maps ``step3p5`` to it)."""
 
 
-_SEED_XML = replace(QWEN3_XML, block_close=("</seed:tool_call>",))
+# vLLM's Seed-OSS parser closes a value only at ``</parameter>``: a ``<parameter=`` inside
+# a value is text there, unlike Qwen3-Coder where it starts the next parameter.
+_SEED_XML = replace(QWEN3_XML, block_close=("</seed:tool_call>",), open_ends_param=False)
 
 
 class SeedOssToolParser(Qwen3CoderToolParser):

@@ -34,6 +34,14 @@ FAMILIES = {
                 + json.dumps(ARGS) + "<|tool_call_end|><|tool_calls_section_end|>"),
     "glm47": ("glm47", None, f"{PROSE}<tool_call>write_file<arg_key>path</arg_key><arg_value>src/app.py</arg_value>"
               f"<arg_key>content</arg_key><arg_value>{BODY}</arg_value></tool_call>"),
+    "gemma4": ("gemma4", "gemma4", f"<|channel>thought\n{PROSE}<channel|>{PROSE}<|tool_call>call:write_file{{path:<|\"|>src/app.py<|\"|>,"
+               f"content:<|\"|>{BODY}<|\"|>}}<tool_call|>"),
+    "minimax (M1)": ("minimax", None, f"{PROSE}<tool_calls>\n" + json.dumps({"name": "write_file", "arguments": ARGS}) + "\n</tool_calls>"),
+    "cohere_command3": ("cohere_command3", "cohere_command3", f"<|START_THINKING|>{PROSE}<|END_THINKING|><|START_RESPONSE|>{PROSE}"
+                        "<|END_RESPONSE|><|START_ACTION|>" + json.dumps([{"tool_call_id": "0", "tool_name": "write_file", "parameters": ARGS}])
+                        + "<|END_ACTION|>"),
+    "nemotron_v3": ("qwen3_coder", "nemotron_v3", f"<think>{PROSE}</think>{PROSE}<tool_call>\n<function=write_file>\n<parameter=path>\n"
+                    f"src/app.py\n</parameter>\n<parameter=content>\n{BODY}\n</parameter>\n</function>\n</tool_call>"),
     # Pythonic output is the call list itself (Llama 3.2/4 start their reply with it).
     "pythonic": ("pythonic", None, f"[write_file(path='src/app.py', content={BODY!r})]" + " " * len(PROSE)),
     "none (content only)": (None, None, PROSE * 2),

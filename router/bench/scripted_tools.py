@@ -57,6 +57,11 @@ def _pythonic(calls: list[Call]) -> str:
     return "[" + ", ".join(f"{n}(" + ", ".join(f"{k}={v!r}" for k, v in a.items()) + ")" for n, a in calls) + "]"
 
 
+def _cohere_actions(calls: list[Call]) -> str:
+    actions = [{"tool_call_id": str(i), "tool_name": n, "parameters": a} for i, (n, a) in enumerate(calls)]
+    return "<|START_ACTION|>" + _j(actions) + "<|END_ACTION|>"
+
+
 # Tool parser → how its family writes a list of calls (reference/tool-formats.md).
 RENDER: dict[str, Callable[[list[Call]], str]] = {
     "hermes": _each(lambda n, a: f"<tool_call>\n{_j({'name': n, 'arguments': a})}\n</tool_call>", "\n"),
@@ -95,6 +100,8 @@ RENDER: dict[str, Callable[[list[Call]], str]] = {
     "internlm": _each(lambda n, a: "<|action_start|><|plugin|>" + _j({"name": n, "parameters": a}) + "<|action_end|>"),
     "apertus": lambda calls: "<|tools_prefix|>" + _j([{n: a} for n, a in calls]) + "<|tools_suffix|>",
     "phi4_mini_json": lambda calls: "functools" + _j([{"name": n, "arguments": a} for n, a in calls]),
+    "cohere_command3": _cohere_actions,
+    "cohere_command4": _cohere_actions,
     "pythonic": _pythonic,
     "lfm2": lambda calls: "<|tool_call_start|>" + _pythonic(calls) + "<|tool_call_end|>",
 }

@@ -1,7 +1,8 @@
 """Which output parsers a model uses, and why: config pins, then the checkpoint's own files.
 
 Runs in the router when a model's tokenizer loads; the result sits on the ModelHandle and
-is shown by ``rapid-mlx models``.
+is shown by ``rapid-mlx models``.  When detection finds no tool parser, the model still
+gets ``auto`` (output sniffing), so a call it makes anyway is not lost as text.
 """
 
 from __future__ import annotations
@@ -18,12 +19,27 @@ from parsers.registry import load_reasoning_parser
 logger = logging.getLogger(__name__)
 
 
+# The tool parser that stands in when detection names none.
+SNIFFING_TOOL_PARSER = "auto"
+
+
 @dataclass(frozen=True)
 class ParserChoice:
     tool_parser: str | None
     tool_reason: str
     reasoning_parser: str | None
     reasoning_reason: str
+    tool_sniffed: bool = False
+    """True when detection named no tool parser and ``tool_parser`` is the sniffing fallback."""
+
+    def tool_line(self) -> str:
+        """The tool parser and why, as ``rapid-mlx models`` prints it."""
+        if self.tool_sniffed:
+            return f"none detected ({SNIFFING_TOOL_PARSER}: sniffs the output; {self.tool_reason})"
+        return f"{self.tool_parser or 'none'} ({self.tool_reason})"
+
+    def reasoning_line(self) -> str:
+        return f"{self.reasoning_parser or 'none'} ({self.reasoning_reason})"
 
 
 class ParserConfigError(ValueError):
@@ -73,10 +89,20 @@ def choose_parsers(model_dir: Path, *, tool_parser: str, reasoning_parser: str, 
         pinned_tool=pinned_tool or None,
         pinned_reasoning=pinned_reasoning or None,
     )
-    tool = (None, "disabled in config (tool_parser = \"none\")") if pinned_tool == "" else (detected["tool_parser"], detected["tool_reason"])
     reasoning = (None, "disabled in config (reasoning_parser = \"none\")") if pinned_reasoning == "" else (
         detected["reasoning_parser"], detected["reasoning_reason"])
-    return ParserChoice(tool[0], tool[1], reasoning[0], reasoning[1])
+    if pinned_tool == "":
+        return ParserChoice(None, "disabled in config (tool_parser = \"none\")", *reasoning)
+    if detected["tool_parser"] in (None, SNIFFING_TOOL_PARSER) and not pinned_tool:
+        return ParserChoice(SNIFFING_TOOL_PARSER, _sniffing_reason(detected), *reasoning, tool_sniffed=True)
+    return ParserChoice(detected["tool_parser"], detected["tool_reason"], *reasoning)
+
+
+def _sniffing_reason(detected: dict[str, str | None]) -> str:
+    """Why detection named no tool parser (its own wording when it fell back to sniffing itself)."""
+    if detected["tool_parser"] is None:
+        return str(detected["tool_reason"])
+    return "no template marker, special token or model type names a format"
 
 
 def prompt_opens_thinking(prompt_text: str, reasoning_parser: str | None) -> bool:

@@ -106,7 +106,7 @@ TEMPLATES = [
     ("deepseek-r1", DEEPSEEK_R1, "deepseek_v3", "deepseek_r1"),
     ("deepseek-v3.1", DEEPSEEK_V31, "deepseek_v31", "deepseek_v3"),
     ("deepseek-v3.2", DEEPSEEK_V32, "deepseek_v32", "deepseek_v3"),
-    ("deepseek-v4", DEEPSEEK_V4, "deepseek_v4", "deepseek_v3"),
+    ("deepseek-v4", DEEPSEEK_V4, "deepseek_v4", "deepseek_v4"),
     ("glm-4.5", GLM45, "glm45", "glm45"),
     ("glm-4.7", GLM47, "glm47", "glm45"),
     ("kimi-k2", KIMI_K2, "kimi_k2", None),
@@ -190,7 +190,7 @@ def test_think_token_takes_family_from_model():
 
 @pytest.mark.parametrize(("model_type", "name", "tool", "reasoning"), [
     ("deepseek_v3", None, "deepseek_v3", "deepseek_v3"),
-    ("deepseek_v3", "moonshotai/Kimi-K2-Instruct", "kimi_k2", "kimi_k2"),
+    ("deepseek_v3", "moonshotai/Kimi-K2-Instruct", "kimi_k2", None),  # vLLM recipe: tool parser only
     ("deepseek_v3", "deepseek-ai/DeepSeek-V3.1-Terminus", "deepseek_v31", "deepseek_v3"),
     ("qwen3_moe", "Qwen/Qwen3-30B-A3B", "hermes", "qwen3"),
     ("qwen3_moe", "Qwen/Qwen3-30B-A3B-Instruct-2507", "hermes", None),
@@ -302,3 +302,215 @@ def test_required_names_registered():
                  "olmo3"}
     assert tools <= set(TOOL_PARSERS)
     assert reasoning <= set(REASONING_PARSERS)
+
+
+# --- Templates that show no format of their own: no parser rather than a guess -------------------
+
+GEMMA2 = """{{ bos_token }}{% if messages[0]['role'] == 'system' %}{{ raise_exception('System role not supported') }}
+{% endif %}{% for message in messages %}{% if (message['role'] == 'assistant') %}{% set role = 'model' %}{% else %}
+{% set role = message['role'] %}{% endif %}{{ '<start_of_turn>' + role + '\\n' + message['content'] | trim
++ '<end_of_turn>\\n' }}{% endfor %}{% if add_generation_prompt %}{{'<start_of_turn>model\\n'}}{% endif %}"""
+PHI35 = """{% for message in messages %}{% if message['role'] == 'system' and message['content'] %}{{'<|system|>\\n'
++ message['content'] + '<|end|>\\n'}}{% elif message['role'] == 'user' %}{{'<|user|>\\n' + message['content']
++ '<|end|>\\n'}}{% elif message['role'] == 'assistant' %}{{'<|assistant|>\\n' + message['content'] + '<|end|>\\n'}}
+{% endif %}{% endfor %}{% if add_generation_prompt %}{{ '<|assistant|>\\n' }}{% else %}{{ eos_token }}{% endif %}"""
+COMMAND_R_PLUS_DEFAULT = """{{ bos_token }}{% for message in loop_messages %}{% if message['role'] == 'user' %}
+{{ '<|START_OF_TURN_TOKEN|><|USER_TOKEN|>' + content.strip() + '<|END_OF_TURN_TOKEN|>' }}{% elif message['role'] ==
+'assistant' %}{{ '<|START_OF_TURN_TOKEN|><|CHATBOT_TOKEN|>' + content.strip() + '<|END_OF_TURN_TOKEN|>' }}{% endif %}
+{% endfor %}{% if add_generation_prompt %}{{ '<|START_OF_TURN_TOKEN|><|CHATBOT_TOKEN|>' }}{% endif %}"""
+COMMAND_R_PLUS_TOOL_USE = """{{-'\\n\\n## Available Tools\\nHere is a list of tools that you have available to you:\\n\\n'}}
+{%- for tool in tools %}{{- '```python\\ndef ' + tool.name + '(' }}{%- endfor %}{{- '<|END_OF_TURN_TOKEN|>'}}
+{%- for message in loop_messages %}{%- if message.role == 'assistant' and message.tool_calls is defined %}
+{{- '<|START_OF_TURN_TOKEN|><|CHATBOT_TOKEN|>' }}{{- '\\nAction:\\n```json\\n[\\n' }}{%- for tool_call in message.tool_calls %}
+{{- '"tool_name": "'|indent(8, first=true) + tool_call.name + '",\\n' }}{{- '"parameters": '|indent(8, first=true) }}
+{{- tool_call.arguments|tojson(indent=4)|indent(8) }}{%- endfor %}{{- "\\n]```\\n" }}{%- elif message.role == 'tool' %}
+{{- '<|START_OF_TURN_TOKEN|><|SYSTEM_TOKEN|><results>\\n' }}{{- message.content|trim }}{{- '</results><|END_OF_TURN_TOKEN|>' }}
+{%- endif %}{%- endfor %}{{-'<|START_OF_TURN_TOKEN|><|SYSTEM_TOKEN|>Write \\'Action:\\' followed by a
+json-formatted list of actions that you want to perform in order to produce a good response to the user\\'s last
+input. You should use the `directly-answer` tool if calling the other tools is unnecessary.<|END_OF_TURN_TOKEN|>'}}"""
+COMMAND_R_PLUS_CONFIG = {"chat_template": [{"name": "default", "template": COMMAND_R_PLUS_DEFAULT},
+                                           {"name": "tool_use", "template": COMMAND_R_PLUS_TOOL_USE}],
+                         "added_tokens_decoder": {"255000": {"content": "<|START_OF_TURN_TOKEN|>"},
+                                                  "255001": {"content": "<|END_OF_TURN_TOKEN|>"}}}
+QWQ = QWEN25.replace("{%- endfor %}", "{%- endfor %}{%- set content = message.content.split('</think>')[-1] %}") + """
+{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n<think>\\n' }}{%- endif %}"""
+# Templates that do handle tools, in a shape no marker names: the model name still decides.
+XLAM = """{%- if tools %}{{- 'You have access to the following tools:\\n' + tools | tojson }}{%- endif %}
+{%- if message.tool_calls %}{{- message.tool_calls | map(attribute='function') | list | tojson }}{%- endif %}"""
+PHI4_MINI = """{% if 'tools' in message and message['tools'] is not none %}{{ '<|' + message['role'] + '|>' + message['content']
++ '<|tool|>' + message['tools'] + '<|/tool|>' + '<|end|>' }}{% endif %}"""
+
+
+@pytest.mark.parametrize(("template", "config", "model_type", "name"), [
+    # Today's guesses were: pythonic (model name 'gemma'), auto, auto.
+    (GEMMA2, None, "gemma2", "google/gemma-2-9b-it"),
+    (PHI35, None, "phi3", "microsoft/Phi-3.5-mini-instruct"),
+    (None, COMMAND_R_PLUS_CONFIG, "cohere", "CohereForAI/c4ai-command-r-plus-08-2024"),
+], ids=["gemma2", "phi3.5", "command-r-plus"])
+def test_template_without_a_tool_format_reports_no_tool_parser(template, config, model_type, name):
+    found = explain_detection(chat_template=template, tokenizer_config=config, model_type=model_type, model_name=name)
+    assert found["tool_parser"] is None
+    assert found["reasoning_parser"] is None
+    assert detect_parsers(chat_template=template, tokenizer_config=config, model_type=model_type,
+                          model_name=name) == {"tool_parser": None, "reasoning_parser": None}
+
+
+def test_no_tool_format_reasons():
+    assert explain_detection(chat_template=GEMMA2)["tool_reason"] == "chat template has no tool-call format"
+    assert explain_detection(tokenizer_config=COMMAND_R_PLUS_CONFIG)["tool_reason"] == (
+        "chat template teaches a format no parser reads "
+        "(Command R/R+ generic JSON actions: 'json-formatted list of actions')")
+    assert explain_detection(chat_template=PHI35)["reasoning_reason"] == "chat template has no thinking"
+
+
+def test_no_tool_format_template_beats_tokens_and_model_but_not_pins_or_metadata():
+    assert explain_detection(chat_template=GEMMA2, special_tokens=["[TOOL_CALLS]"], model_type="gemma3")["tool_parser"] is None
+    pinned = explain_detection(chat_template=GEMMA2, model_name="google/gemma-2-9b-it", pinned_tool="pythonic")
+    assert (pinned["tool_parser"], pinned["tool_reason"]) == ("pythonic", "pinned in config")
+    meta = explain_detection(chat_template=PHI35, tokenizer_config={"tool_parser_type": "json_tools"})
+    assert meta["tool_parser"] == "hermes"
+
+
+@pytest.mark.parametrize(("template", "model_type", "name", "tool"), [
+    (XLAM, "llama", "Salesforce/Llama-xLAM-2-8b-fc-r", "xlam"),
+    (PHI4_MINI, "phi3", "microsoft/Phi-4-mini-instruct", "phi4_mini_json"),
+])
+def test_template_with_unmarked_tool_handling_keeps_the_model_choice(template, model_type, name, tool):
+    assert explain_detection(chat_template=template, model_type=model_type, model_name=name)["tool_parser"] == tool
+
+
+def test_blank_template_is_no_evidence():
+    found = explain_detection(chat_template="  ", model_type="llama", model_name="meta-llama/Llama-3.1-8B-Instruct")
+    assert found["tool_parser"] == "llama3_json"
+
+
+# --- Reasoning: QwQ opens the block in its prompt; instruct releases do not think ----------------
+
+def test_qwq_template_gets_deepseek_r1():
+    found = explain_detection(chat_template=QWQ, model_type="qwen2", model_name="Qwen/QwQ-32B")
+    assert (found["tool_parser"], found["reasoning_parser"]) == ("hermes", "deepseek_r1")
+    assert found["reasoning_reason"] == "chat template contains '</think>' and '<|im_start|>assistant\\\\n<think>\\\\n'"
+    # Rendered with real newlines (a template file written that way) it is the same format.
+    assert explain_detection(chat_template=QWQ.replace("\\n", "\n"))["reasoning_parser"] == "deepseek_r1"
+
+
+def test_forced_open_qwen_templates_keep_their_own_parsers():
+    assert explain_detection(chat_template=QWEN35)["reasoning_parser"] == "qwen3"  # vLLM: qwen3 for Qwen3.5
+    assert explain_detection(chat_template=QWEN3)["reasoning_parser"] == "qwen3"  # hybrid: the model writes <think>
+
+
+@pytest.mark.parametrize(("model_type", "name", "reasoning"), [
+    ("qwen2", "Qwen/QwQ-32B", "deepseek_r1"),
+    ("qwen2", "Qwen/QwQ-32B-Preview", None),  # thinks in plain prose, no tags
+    (None, "mlx-community/QwQ-32B-4bit", "deepseek_r1"),
+])
+def test_qwq_by_model(model_type, name, reasoning):
+    assert explain_detection(model_type=model_type, model_name=name)["reasoning_parser"] == reasoning
+
+
+THINK_TOKENS = ["<think>", "</think>", "<|tool_calls_section_begin|>", "<|im_middle|>"]
+
+
+@pytest.mark.parametrize(("template", "model_type", "name", "tokens", "reasoning"), [
+    (KIMI_K2, "kimi_k2", "moonshotai/Kimi-K2-Instruct-0905", THINK_TOKENS, None),
+    (KIMI_K2_THINKING, "kimi_k2", "moonshotai/Kimi-K2-Thinking", THINK_TOKENS, "kimi_k2"),
+    (None, "kimi_k2", "moonshotai/Kimi-K2-Instruct", THINK_TOKENS, None),
+    (None, "kimi_k2", "moonshotai/Kimi-K2-Thinking", THINK_TOKENS, "kimi_k2"),
+    (None, "deepseek_v3", "mlx-community/Kimi-K2-Thinking-4bit", None, "kimi_k2"),
+    (None, "kimi_k2", "moonshotai/Kimi-K2-Instruct", None, None),
+], ids=["instruct-template", "thinking-template", "instruct-tokens", "thinking-tokens", "thinking-name", "instruct-name"])
+def test_kimi_k2_instruct_has_no_reasoning_parser(template, model_type, name, tokens, reasoning):
+    found = explain_detection(chat_template=template, model_type=model_type, model_name=name, special_tokens=tokens)
+    assert (found["tool_parser"], found["reasoning_parser"]) == ("kimi_k2", reasoning)
+
+
+def test_kimi_k2_instruct_reasons():
+    found = explain_detection(chat_template=KIMI_K2, model_type="kimi_k2", special_tokens=THINK_TOKENS)
+    assert found["reasoning_reason"] == "chat template has no thinking"
+    found = explain_detection(model_type="kimi_k2", model_name="moonshotai/Kimi-K2-Instruct", special_tokens=THINK_TOKENS)
+    assert found["reasoning_reason"] == "model name matches 'kimi.*instruct' (a release without thinking)"
+
+
+def test_non_thinking_release_sharing_a_think_vocabulary():
+    found = explain_detection(special_tokens=["<tool_call>", "<think>", "</think>"], model_type="qwen3_moe",
+                              model_name="Qwen/Qwen3-Coder-30B-A3B-Instruct")
+    assert (found["tool_parser"], found["reasoning_parser"]) == ("qwen3_coder", None)
+
+
+def test_template_without_thinking_beats_reasoning_tokens():
+    # Mistral Small 3.2 shares Magistral's vocabulary ([THINK] included) but its template has no thinking.
+    assert explain_detection(chat_template=MISTRAL, special_tokens=["[THINK]", "[/THINK]"])["reasoning_parser"] is None
+    assert explain_detection(chat_template=MAGISTRAL, special_tokens=["[THINK]", "[/THINK]"])["reasoning_parser"] == "mistral"
+
+
+# --- Names vLLM added late: Cohere Command, Poolside Laguna, MiMo, Nemotron 3, Hunyuan v3, DeepSeek V4 ---
+
+COHERE_CMD3 = """{%- if message.tool_calls %}<|START_OF_TURN_TOKEN|><|CHATBOT_TOKEN|><|START_THINKING|>
+{{- message.tool_plan }}<|END_THINKING|><|START_ACTION|>[{% for tc in message.tool_calls %}
+    {"tool_call_id": "{{ tool_idx.value }}", "tool_name": "{{ tc['function']['name'] }}", "parameters":
+{{ tc['function']['arguments']|tojson }}}{% endfor %}
+]<|END_ACTION|><|END_OF_TURN_TOKEN|>{%- else %}<|START_RESPONSE|>{{ message.content }}<|END_RESPONSE|>{%- endif %}"""
+COHERE_CMD4 = COHERE_CMD3.replace("<|START_RESPONSE|>", "<|START_TEXT|>").replace("<|END_RESPONSE|>", "<|END_TEXT|>") + """
+{%- if add_generation_prompt -%}<|START_OF_TURN_TOKEN|><|CHATBOT_TOKEN|>{% if reasoning %}<|START_THINKING|>
+{% else %}<|START_THINKING|><|END_THINKING|>{% endif %}{%- endif %}"""
+LAGUNA = """{%- for m in messages %}{%- if m.role == 'assistant' %}<assistant>{%- if m.reasoning_content %}<think>
+{{ m.reasoning_content }}</think>{%- endif %}{%- for tc in m.tool_calls %}<tool_call>{{ tc.function.name }}
+{%- for k, v in tc.function.arguments.items() %}<arg_key>{{ k }}</arg_key><arg_value>{{ v }}</arg_value>{%- endfor %}
+</tool_call>{%- endfor %}{%- endif %}{%- endfor %}{%- if add_generation_prompt %}<assistant>{%- endif %}"""
+MIMO = QWEN35
+NEMOTRON3 = QWEN3_CODER + """{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- if enable_thinking %}
+{{- '<think>\\n' }}{%- else %}{{- '<think></think>' }}{%- endif %}{%- endif %}"""
+HY3 = HY_V3 + """<\uff5creasoning_mode\uff5c>reasoning_effort:{{ reasoning_effort }}<\uff5chy_User\uff5c>{{ content }}
+<\uff5chy_Assistant\uff5c>{%- if reasoning_effort != 'no_think' %}<think>{%- else %}<think></think>{%- endif %}"""
+
+NEW_FAMILY_TEMPLATES = [
+    ("cohere-command-a", COHERE_CMD3, "cohere_command3", "cohere_command3"),
+    ("cohere-command-4", COHERE_CMD4, "cohere_command4", "cohere_command4"),
+    ("poolside-laguna", LAGUNA, "poolside_v1", "poolside_v1"),
+    ("mimo-v2-flash", MIMO, "qwen3_coder", "qwen3"),  # vLLM's mimo names are these two parsers
+    ("nemotron-3", NEMOTRON3, "qwen3_coder", "nemotron_v3"),
+    ("hy3", HY3, "hy_v3", "hy_v3"),
+    ("deepseek-v4", DEEPSEEK_V4, "deepseek_v4", "deepseek_v4"),
+]
+
+
+@pytest.mark.parametrize(("label", "template", "tool", "reasoning"), NEW_FAMILY_TEMPLATES,
+                         ids=[t[0] for t in NEW_FAMILY_TEMPLATES])
+def test_new_family_template_markers(label, template, tool, reasoning):
+    found = explain_detection(chat_template=template)
+    assert (found["tool_parser"], found["reasoning_parser"]) == (tool, reasoning)
+    assert found["tool_reason"].startswith("chat template contains '")
+    assert found["reasoning_reason"].startswith("chat template contains '")
+
+
+def test_command_r_plus_is_not_taken_for_command_a():
+    # Command R+ teaches plain "Action:" JSON; only <|START_ACTION|> is Command A / 4.
+    assert explain_detection(tokenizer_config=COMMAND_R_PLUS_CONFIG)["tool_parser"] is None
+
+
+@pytest.mark.parametrize(("name", "tool", "reasoning"), [
+    ("CohereLabs/c4ai-command-a-03-2025", "cohere_command3", "cohere_command3"),
+    ("CohereLabs/c4ai-command-r7b-12-2024", "cohere_command3", "cohere_command3"),
+    ("poolside/Laguna-XS-2.1", "poolside_v1", "poolside_v1"),
+    ("XiaomiMiMo/MiMo-V2-Flash", "qwen3_coder", "qwen3"),
+    ("nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16", "qwen3_coder", "nemotron_v3"),
+    ("Hcompany/Holo2-8B", "auto", "holo2"),  # a Qwen3-style template carries no Holo2 marker
+    ("tencent/Hy3-preview", "hy_v3", "hy_v3"),
+    ("deepseek-ai/DeepSeek-V4-Flash", "deepseek_v4", "deepseek_v4"),
+])
+def test_new_family_model_names(name, tool, reasoning):
+    found = explain_detection(model_name=name)
+    assert (found["tool_parser"], found["reasoning_parser"]) == (tool, reasoning)
+
+
+def test_deepseek_v4_model_type_gets_its_reasoning_parser():
+    assert detect_parsers(model_type="deepseek_v4") == {"tool_parser": "deepseek_v4", "reasoning_parser": "deepseek_v4"}
+
+
+def test_new_vllm_names_registered():
+    assert {"cohere_command3", "cohere_command4", "poolside_v1"} <= set(TOOL_PARSERS)
+    assert {"deepseek_v4", "holo2", "hy_v3", "nemotron_v3", "poolside_v1", "cohere_command3",
+            "cohere_command4"} <= set(REASONING_PARSERS)
+    # vLLM registers these names on the very class of another name: aliases here.
+    assert (tool_parser_name("mimo"), reasoning_parser_name("mimo")) == ("qwen3_coder", "qwen3")
+    assert tool_parser_name("llama4_json") == "llama3_json"

@@ -12,11 +12,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from parsers_harness import check_events, run
-from test_parser_roundtrip import RENDER_JSON, RENDER_TEXT
-
 from parsers import TOOL_PARSERS
+from router.bench.scripted_tools import RENDER
 
-FAMILIES = sorted({**RENDER_JSON, **RENDER_TEXT})
+FAMILIES = sorted(RENDER)
 FRAGMENTS = ["<tool_call>", "</tool_call>", "<", ">", "{", "}", "[", "]", '"', "\\", "\n", "</parameter>",
              "<parameter=", "<function=", "<|", "|>", "```", ":", ",", "<think>", "</think>", "<|call|>", "[ARGS]",
              "<｜tool▁call▁end｜>", "<|tool_call_end|>", "null", "'", "é"]
@@ -24,9 +23,7 @@ FRAGMENTS = ["<tool_call>", "</tool_call>", "<", ">", "{", "}", "[", "]", '"', "
 
 def _render(family: str) -> str:
     args = {"city": "Paris", "note": 'a "quoted"\nline'}
-    if family in RENDER_JSON:
-        return "Intro. " + RENDER_JSON[family]("get_weather", args) + RENDER_JSON[family]("get_time", {})
-    return "Intro. " + RENDER_TEXT[family]("get_weather", args) + RENDER_TEXT[family]("get_time", {})
+    return "Intro. " + RENDER[family]([("get_weather", args), ("get_time", {})])
 
 
 def _strip_ids(result: dict) -> dict:

@@ -91,6 +91,18 @@ def test_plain_text_is_emitted_as_it_comes():
     assert p.finish() == []
 
 
+@pytest.mark.parametrize("family", ["hermes", "xlam"])
+def test_an_answers_code_fence_streams_before_it_closes(family):
+    """Fenced calls are read whole (a ```json fence holding a call), but a fence whose body
+    cannot be one goes out as it arrives, not when the fence closes."""
+    body = "".join(f"line {i} of an answer's code\n" for i in range(40))
+    text = "Here:\n```json\n" + body + "```\nDone."
+    _, per_chunk = feed_all(make_output_parser(tool_parser=family, reasoning_parser=None, tools=WRITE), chunked(text, 16))
+    before_close = "".join(e.text for chunk in per_chunk[: len(text[: text.rindex("```")]) // 16] for e in chunk
+                           if isinstance(e, ContentDelta))
+    assert "line 30 of an answer's code" in before_close
+
+
 def test_reasoning_streams_before_content():
     p = make_output_parser(tool_parser="hermes", reasoning_parser="qwen3", thinking_forced_open=True)
     events, _ = feed_all(p, ["Let me ", "think.", "</th", "ink>\n\nAnswer."])

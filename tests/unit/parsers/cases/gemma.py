@@ -30,4 +30,28 @@ CASES = [
          "<end_function_call>", parser="functiongemma", calls=[call("get_weather", {"city": "Oslo", "extra": 7})]),
     case("functiongemma/malformed", "<start_function_call>call:get_weather{city:<escape>Oslo}<end_function_call>",
          parser="functiongemma", content="<start_function_call>call:get_weather{city:<escape>Oslo}<end_function_call>"),
+    # Typed values (vLLM test_functiongemma_tool_parser: escaped numbers/booleans are JSON when untyped;
+    # test_gemma4_tool_parser: bare numbers, "108." is 108.0, null is None).
+    case("functiongemma/bare-typed-values", "<start_function_call>call:search{query:<escape>q<escape>,limit:5,"
+         "exact:true,ratio:0.5,filters:{a:null}}<end_function_call>", parser="functiongemma",
+         calls=[call("search", {"query": "q", "limit": 5, "exact": True, "ratio": 0.5, "filters": {"a": None}})]),
+    case("functiongemma/escaped-untyped-json", "<start_function_call>call:count_things{count:<escape>42<escape>,"
+         "enabled:<escape>true<escape>,label:<escape>Hello World<escape>}<end_function_call>", parser="functiongemma",
+         calls=[call("count_things", {"count": 42, "enabled": True, "label": "Hello World"}, offered=False)]),
+    case("functiongemma/escaped-string-schema-wins", "<start_function_call>call:search{query:<escape>12<escape>,"
+         "limit:<escape>7<escape>,exact:<escape>false<escape>}<end_function_call>", parser="functiongemma",
+         calls=[call("search", {"query": "12", "limit": 7, "exact": False})]),
+    case("functiongemma/trailing-dot-number", "<start_function_call>call:search{ratio:108.,limit:+3}"
+         "<end_function_call>", parser="functiongemma", calls=[call("search", {"ratio": 108.0, "limit": 3})]),
+    case("functiongemma/complete-without-end-marker", "<start_function_call>call:get_weather{city:<escape>Oslo"
+         "<escape>}", parser="functiongemma", calls=[call("get_weather", {"city": "Oslo"})]),
+    case("functiongemma/truncated", "<start_function_call>call:get_weather{city:<escape>Os", parser="functiongemma",
+         truncated=True, content="<start_function_call>call:get_weather{city:<escape>Os"),
+    case("gemma4/trailing-dot-number", f"<|tool_call>call:search{{ratio:108.,limit:5,query:{Q}x{Q}}}<tool_call|>",
+         parser="gemma4", calls=[call("search", {"ratio": 108.0, "limit": 5, "query": "x"})]),
+    case("gemma4/python-numerals", "<|tool_call>call:search{ratio:-.5,limit:007,filters:{a:1.,b:null,c:[2.,1e3]}}"
+         "<tool_call|>", parser="gemma4",
+         calls=[call("search", {"ratio": -0.5, "limit": 7, "filters": {"a": 1.0, "b": None, "c": [2.0, 1000.0]}})]),
+    case("gemma4/untyped-string-stays-text", f"<|tool_call>call:get_weather{{city:{Q}Oslo{Q},zip:{Q}0150{Q}}}"
+         "<tool_call|>", parser="gemma4", calls=[call("get_weather", {"city": "Oslo", "zip": "0150"})]),
 ]

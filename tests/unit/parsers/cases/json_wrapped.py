@@ -77,4 +77,31 @@ CASES = [
     case("gigachat3/truncated", 'function call<|role_sep|>\n{"name": "get_weather", "arguments": {"city": "Pa',
          parser="gigachat3", truncated=True,
          content='function call<|role_sep|>\n{"name": "get_weather", "arguments": {"city": "Pa'),
+    # xLAM (vLLM test_xlam_tool_parser): a ```json fence after text holds the calls, the text is content;
+    # a bare array after text is prose (vLLM's preprocess only takes a whole-message array).
+    case("xlam/text-then-fenced", f"I'll help you with that.\n```json\n[{W}]\n```", parser="xlam",
+         content="I'll help you with that.", calls=[call("get_weather", {"city": "Paris"})]),
+    case("xlam/text-fenced-text", f"Checking.\n```json\n[{W}, {T}]\n```\nDone.", parser="xlam",
+         content="Checking.\n\nDone.", calls=[call("get_weather", {"city": "Paris"}), call("get_time")]),
+    case("xlam/text-then-bare-array", f"Sure: [{W}]", parser="xlam", content=f"Sure: [{W}]"),
+    case("xlam/fenced-not-a-call", f'Example:\n```json\n{{"id": 1}}\n```\nthen [TOOL_CALLS][{T}]', parser="xlam",
+         content='Example:\n```json\n{"id": 1}\n```\nthen', calls=[call("get_time")]),
+    case("xlam/fence-word-mid-line", "Use ```json blocks for data.", parser="xlam",
+         content="Use ```json blocks for data."),
+    case("xlam/text-then-tool-calls-marker", f"I'll check the weather for you.[TOOL_CALLS][{W}]", parser="xlam",
+         content="I'll check the weather for you.", calls=[call("get_weather", {"city": "Paris"})]),
+    case("xlam/text-then-tool-call-tag", f"I can help with that.<tool_call>[{W}]</tool_call>", parser="xlam",
+         content="I can help with that.", calls=[call("get_weather", {"city": "Paris"})]),
+    case("xlam/fenced-truncated", 'Sure.\n```json\n[{"name": "get_weather", "arguments": {"ci', parser="xlam",
+         truncated=True, content='Sure.\n```json\n[{"name": "get_weather", "arguments": {"ci'),
+    # Apertus cut off before "}]" (vLLM test_apertus_tool_parser: test_incomplete_tool_call).
+    case("apertus/unterminated-object", '<|tools_prefix|>[{"get_weather": {"city": "London"}', parser="apertus",
+         calls=[call("get_weather", {"city": "London"})]),
+    case("apertus/unterminated-list", 'Let me see. <|tools_prefix|>[{"get_weather": {"city": "London"}}, '
+         '{"get_time": {}}', parser="apertus", content="Let me see.",
+         calls=[call("get_weather", {"city": "London"}), call("get_time")]),
+    case("apertus/unterminated-args-truncated", '<|tools_prefix|>[{"get_weather": {"city": "Lon', parser="apertus",
+         truncated=True, content='<|tools_prefix|>[{"get_weather": {"city": "Lon'),
+    case("apertus/text-after-missing-suffix", '<|tools_prefix|>[{"get_weather": {"city": "Bern"}}]\nAnything else?',
+         parser="apertus", content="Anything else?", calls=[call("get_weather", {"city": "Bern"})]),
 ]

@@ -37,6 +37,28 @@ CASES = [
     case("kimi/truncated", SB + '<|tool_call_begin|>functions.get_weather:0<|tool_call_argument_begin|>{"city": "Bei',
          parser=P, truncated=True,
          content='<|tool_call_begin|>functions.get_weather:0<|tool_call_argument_begin|>{"city": "Bei'),
+    case("kimi/invalid-id-skipped", "Help. " + SB + c("functions.invalid.0", '{"city": "Beijing"}')
+         + c("functions.get_weather:1", '{"city": "Shanghai"}') + SE, parser=P, content="Help.",
+         calls=[call("get_weather", {"city": "Shanghai"}, id="functions.get_weather:1")]),
+    case("kimi/invalid-id-no-counter-skipped", SB + c("functions.get_time", "{}") + c("get_time:2", "{}")
+         + c("get weather:3", '{"city": "X"}') + SE + "<|im_end|>", parser=P,
+         calls=[call("get_time", id="get_time:2")]),
+    case("kimi/invalid-id-only-call", "Ok." + SB + c("functions.get_time.0", "{}") + SE, parser=P, content="Ok."),
+    case("kimi/noise-in-section-dropped", "Reasoning done. " + SB + " spurious header " + c("functions.get_time:0", "{}")
+         + " junk between calls " + c("functions.get_weather:1", '{"city": "Rome"}') + "trailing junk" + SE
+         + "<|im_end|>", parser=P, content="Reasoning done.",
+         calls=[call("get_time", id="functions.get_time:0"),
+                call("get_weather", {"city": "Rome"}, id="functions.get_weather:1")]),
+    case("kimi/text-after-section-kept", SB + c("functions.get_time:0", "{}") + "noise" + SE + "Here you go.", parser=P,
+         content="Here you go.", calls=[call("get_time", id="functions.get_time:0")]),
+    case("kimi/text-after-bare-call-kept", c("functions.get_time:0", "{}") + " The time follows.", parser=P,
+         content="The time follows.", calls=[call("get_time", id="functions.get_time:0")]),
+    case("kimi/section-cut-after-call", SB + c("functions.get_time:0", "{}") + "\nmore noise", parser=P,
+         calls=[call("get_time", id="functions.get_time:0")]),
+    case("kimi/truncated-second-call", SB + c("functions.get_time:0", "{}") + " x "
+         + '<|tool_call_begin|>functions.get_weather:1<|tool_call_argument_begin|>{"city": "Ro', parser=P, truncated=True,
+         content='<|tool_call_begin|>functions.get_weather:1<|tool_call_argument_begin|>{"city": "Ro',
+         calls=[call("get_time", id="functions.get_time:0")]),
     case("kimi/singular-section", "<|tool_call_section_begin|>" + c("functions.get_time:0", "{}")
          + "<|tool_call_section_end|>", parser=P, calls=[call("get_time", id="functions.get_time:0")]),
 ]

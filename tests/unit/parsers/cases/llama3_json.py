@@ -4,6 +4,8 @@ from parser_case_common import call, case
 
 P = "llama3_json"
 W = '{"name": "get_weather", "parameters": {"city": "SF"}}'
+T = '{"name": "get_time", "parameters": {}}'
+S = '{"name": "search", "parameters": {"query": "test"}}'
 
 CASES = [
     case("llama3/python-tag", f"<|python_tag|>{W}<|eom_id|>", parser=P, calls=[call("get_weather", {"city": "SF"})]),
@@ -25,7 +27,9 @@ CASES = [
          calls=[call("get_time")]),
     case("llama3/text-after-call", W + "\nLet me know if you need more.", parser=P,
          content="Let me know if you need more.", calls=[call("get_weather", {"city": "SF"})]),
-    case("llama3/json-in-prose", "This is not a tool call: " + W, parser=P, content="This is not a tool call: " + W),
+    # vLLM's llama3_json takes a call object anywhere in the output (test_extract_tool_calls_simple).
+    case("llama3/json-in-prose", "This is not a tool call: " + W, parser=P, content="This is not a tool call:",
+         calls=[call("get_weather", {"city": "SF"})]),
     case("llama3/json-answer", '{"name": "Bob", "age": 3}', parser=P, content='{"name": "Bob", "age": 3}'),
     case("llama3/fenced-not-a-call", f"```json\n{W}\n```", parser=P, content=f"```json\n{W}\n```"),
     case("llama3/builtin-call", '<|python_tag|>brave_search.call(query="weather in SF (CA)")<|eom_id|>', parser=P,
@@ -39,4 +43,29 @@ CASES = [
     case("llama3/plain", "The weather is nice.<|eot_id|>", parser=P, content="The weather is nice."),
     case("llama3/python-tag-code", "<|python_tag|>import math\nprint(math.pi)<|eom_id|>", parser=P,
          content="import math\nprint(math.pi)"),
+    # Calls inside prose (vLLM test_llama3_json_tool_parser: extract_tool_calls_simple, ..._surrounding_text,
+    # ..._brace_in_trailing_text, ..._json_fragment_in_trailing_text); the prose stays content.
+    case("llama3/prose-around-call", f"Here is the result: {T} Would you like to know more?", parser=P,
+         content="Here is the result:  Would you like to know more?", calls=[call("get_time")]),
+    case("llama3/prose-around-parallel", f"Here are the results: {W}; {T}; {S} Would you like to know more?",
+         parser=P, content="Here are the results:  Would you like to know more?",
+         calls=[call("get_weather", {"city": "SF"}), call("get_time"), call("search", {"query": "test"})]),
+    case("llama3/brace-in-trailing-text", S + " I used {searchTool} for this.", parser=P,
+         content="I used {searchTool} for this.", calls=[call("search", {"query": "test"})]),
+    case("llama3/json-fragment-after-call", S + ' The arguments I passed were {"query": "test"}', parser=P,
+         content='The arguments I passed were {"query": "test"}', calls=[call("search", {"query": "test"})]),
+    case("llama3/spaced-semicolons", f"{S} ; {T} ; {W}", parser=P,
+         calls=[call("search", {"query": "test"}), call("get_time"), call("get_weather", {"city": "SF"})]),
+    case("llama3/bare-array", f"[{W}, {T}]", parser=P, calls=[call("get_weather", {"city": "SF"}), call("get_time")]),
+    case("llama3/call-shape-nested-in-prose-json", 'Config: {"a": {"name": "x", "parameters": {}}} ok', parser=P,
+         content='Config: {"a": {"name": "x", "parameters": {}}} ok'),
+    case("llama3/prose-brace-at-end", "Set x = {", parser=P, content="Set x = {"),
+    case("llama3/prose-call-truncated", 'Calling {"name": "get_weather", "parameters": {"city": "S', parser=P,
+         truncated=True, content='Calling {"name": "get_weather", "parameters": {"city": "S'),
+    case("llama3/prose-call-without-tools", f"Here is the result: {T}", parser=P, tools=None,
+         content=f"Here is the result: {T}"),
+    case("llama3/missing-parameters", '{"name": "get_time"}', parser=P, content='{"name": "get_time"}'),
+    case("llama3/missing-name", 'Try {"parameters": {}} here', parser=P, content='Try {"parameters": {}} here'),
+    case("llama3/invalid-json", '{"name": "get_time", "parameters": {invalid json}', parser=P,
+         content='{"name": "get_time", "parameters": {invalid json}'),
 ]

@@ -58,6 +58,30 @@ CASES = [
          truncated=True, content='<tool_calls>\n{"name": "get_weather", "arguments": {"city": "A'),
     case("minimax_m1/malformed", "<tool_calls>\n{not json}\n</tool_calls>", parser="minimax",
          content="<tool_calls>\n{not json}\n</tool_calls>"),
+    case("minimax_m1/bad-line-skipped", 'Checking.\n<tool_calls>\n{"name": "get_weather", "arguments": {"city": "A"}}\n'
+         '{not json}\n{"name": "get_time", "arguments": {}} trailing\n{"name": "get_time", "arguments": {}}\n</tool_calls>',
+         parser="minimax", content="Checking.", calls=[call("get_weather", {"city": "A"}), call("get_time")]),
+    case("minimax_m1/missing-fields-dropped", '<tool_calls>\n{"arguments": {"city": "A"}}\n{"name": "get_time"}\n'
+         '{"name": "", "arguments": {}}\n{"name": "get_weather", "arguments": {"city": "B"}}\n</tool_calls>',
+         parser="minimax", calls=[call("get_weather", {"city": "B"})]),
+    case("minimax_m1/arguments-as-json-text",
+         '<tool_calls>\n{"name": "get_weather", "arguments": "{\\"city\\": \\"C\\"}"}</tool_calls>', parser="minimax",
+         calls=[call("get_weather", {"city": "C"})]),
+    case("minimax_m1/no-call-line-is-content", '<tool_calls>\n{"name": "get_time"}\n</tool_calls>', parser="minimax",
+         content='<tool_calls>\n{"name": "get_time"}\n</tool_calls>'),
+    case("minimax_m1/call-in-think-stays-text",
+         '<think>maybe <tool_calls>\n{"name": "get_time", "arguments": {}}\n</tool_calls></think>No call needed.',
+         parser="minimax",
+         content='<think>maybe <tool_calls>\n{"name": "get_time", "arguments": {}}\n</tool_calls></think>No call needed.'),
+    case("minimax_m1/think-then-call", '<think>plan: <tool_calls>\n{"name": "get_time", "arguments": {}}\n</tool_calls>'
+         '</think>\n<tool_calls>\n{"name": "get_weather", "arguments": {"city": "D"}}\n</tool_calls>', parser="minimax",
+         reasoning_parser="qwen3", reasoning='plan: <tool_calls>\n{"name": "get_time", "arguments": {}}\n</tool_calls>',
+         calls=[call("get_weather", {"city": "D"})]),
+    case("minimax_m1/unclosed-think-call-parsed", '<think>hmm <tool_calls>\n{"name": "get_time", "arguments": {}}\n'
+         '</tool_calls>', parser="minimax", content="<think>hmm", calls=[call("get_time")]),
+    case("minimax_m1/truncated-after-call", '<tool_calls>\n{"name": "get_weather", "arguments": {"city": "E"}}\n'
+         '{"name": "get_time", "argu', parser="minimax", truncated=True, content='{"name": "get_time", "argu',
+         calls=[call("get_weather", {"city": "E"})]),
     case("step3/truncated", STEP_B + '<｜tool_call_begin｜>function<｜tool_sep｜><steptml:invoke name="get_weather">'
          '<steptml:parameter name="city">Pa', parser="step3", truncated=True,
          content='<｜tool_call_begin｜>function<｜tool_sep｜><steptml:invoke name="get_weather"><steptml:parameter name="city">Pa'),

@@ -42,7 +42,28 @@ CASES = [
     case("mistral/truncated", '[TOOL_CALLS]get_weather[ARGS]{"city": "Pa', parser=P, truncated=True,
          content='[TOOL_CALLS]get_weather[ARGS]{"city": "Pa'),
     case("mistral/word-not-call", "get_weather is a tool I have.", parser=P, content="get_weather is a tool I have."),
-    case("mistral/marker-garbage", "[TOOL_CALLS] ??? nothing", parser=P, content="[TOOL_CALLS] ??? nothing"),
+    # vLLM drops the control token when nothing parses (test_extract_tool_calls_pre_v11_regex_fallback_fails).
+    case("mistral/marker-garbage", "[TOOL_CALLS] ??? nothing", parser=P, content="??? nothing"),
     case("mistral/unknown-tool", '[TOOL_CALLS]reboot[ARGS]{"now": true}', parser=P,
          calls=[call("reboot", {"now": True}, offered=False)]),
+    # Pre-v11 bodies that are not JSON (vLLM test_mistral_tool_parser: ..._pre_v11_regex_fallback and
+    # ..._regex_fallback_fails, trailing_data_after_json): the first "[{" is the call array, else the
+    # text is content without the control token.
+    case("mistral/v3-junk-before-array",
+         '[TOOL_CALLS]  junk [{"name": "get_weather", "arguments":{"city": "A", "days": 2}}] trail', parser=P,
+         content="trail", calls=[call("get_weather", {"city": "A", "days": 2})]),
+    case("mistral/v3-prose-before-array", '[TOOL_CALLS] Let me call: [{"name": "get_time", "arguments": {}}]',
+         parser=P, calls=[call("get_time")]),
+    case("mistral/v3-not-json", "Sure.[TOOL_CALLS] not json at all", parser=P, content="Sure. not json at all"),
+    case("mistral/v3-broken-array", '[TOOL_CALLS] [{"name": "get_weather", "arguments": {"city": "A"}]', parser=P,
+         content='[{"name": "get_weather", "arguments": {"city": "A"}]'),
+    case("mistral/v3-trailing-data",
+         '[TOOL_CALLS] [{"name": "get_weather", "arguments":{"city": "Dallas"}}]\nextra trailing data', parser=P,
+         content="extra trailing data", calls=[call("get_weather", {"city": "Dallas"})]),
+    case("mistral/garbage-then-call", "[TOOL_CALLS] ??? [TOOL_CALLS]get_time[ARGS]{}", parser=P, content="???",
+         calls=[call("get_time")]),
+    case("mistral/v3-junk-then-truncated", '[TOOL_CALLS] junk [{"name": "get_weather", "arguments": {"city": "Pa',
+         parser=P, truncated=True, content='[TOOL_CALLS] junk [{"name": "get_weather", "arguments": {"city": "Pa'),
+    case("mistral/v11-bad-args", "[TOOL_CALLS]get_weather[ARGS]{city: Paris}", parser=P,
+         content="get_weather[ARGS]{city: Paris}"),
 ]

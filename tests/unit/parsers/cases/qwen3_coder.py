@@ -95,6 +95,44 @@ CASES = [
          "<seed:tool_call>\n<function=get_weather>\n<parameter=city>\nX\n</parameter>\n<parameter=days>\n2\n"
          "</parameter>\n</function>\n</seed:tool_call>", parser="seed_oss",
          content="Two calls.", calls=[call("get_time"), call("get_weather", {"city": "X", "days": 2})]),
+    case("qwen3_coder/param-open-ends-value",
+         "Checking:\n<tool_call>\n<function=get_weather>\n<parameter=city>\nDallas\n<parameter=unit>\nF\n</parameter>\n"
+         "<parameter=days>\n2\n</parameter>\n</function>\n</tool_call>", parser=P, content="Checking:",
+         calls=[call("get_weather", {"city": "Dallas", "unit": "F", "days": 2})]),
+    case("qwen3_coder/param-open-ends-last-value",
+         "<tool_call>\n<function=get_weather>\n<parameter=city>\nA\n<parameter=days>\n4\n</function>\n</tool_call>",
+         parser=P, calls=[call("get_weather", {"city": "A", "days": 4})]),
+    case("qwen3_coder/param-open-mid-line-is-text",
+         fn("write_file", content="use <parameter=path> tags", path="a.md"), parser=P,
+         calls=[call("write_file", {"content": "use <parameter=path> tags", "path": "a.md"})]),
+    case("qwen3_coder/param-open-given-key-is-text",
+         "<tool_call>\n<function=write_file>\n<parameter=path>\nq.md\n</parameter>\n<parameter=content>\nx\n"
+         "<parameter=path>\ny\n</parameter>\n</function>\n</tool_call>", parser=P,
+         calls=[call("write_file", {"path": "q.md", "content": "x\n<parameter=path>\ny"})]),
+    case("qwen3_coder/param-open-undeclared-key-is-text",
+         "<tool_call>\n<function=get_weather>\n<parameter=city>\nx\n<parameter=zip>\ny\n</parameter>\n</function>\n"
+         "</tool_call>", parser=P, calls=[call("get_weather", {"city": "x\n<parameter=zip>\ny"})]),
+    case("qwen3_coder/param-open-ends-value-unknown-tool",
+         "<tool_call>\n<function=format_disk>\n<parameter=drive>\nC\n<parameter=force>\ntrue\n</parameter>\n"
+         "</function>\n</tool_call>", parser=P, calls=[call("format_disk", {"drive": "C", "force": "true"}, offered=False)]),
+    case("step3p5/param-open-ends-value",
+         "<tool_call>\n<function=search>\n<parameter=query>\nrust\n<parameter=tags>\n[\"a\"]\n</parameter>\n"
+         "</function>\n</tool_call>", parser="step3p5", calls=[call("search", {"query": "rust", "tags": ["a"]})]),
+    case("seed_oss/typed-array-object",
+         "<seed:tool_call>\n<function=search>\n<parameter=tags>\n[\"a\",\"b\"]\n</parameter>\n"
+         "<parameter=filters>{\"lang\": \"en\", \"n\": [1]}</parameter>\n<parameter=limit>3</parameter>\n"
+         "<parameter=query>[not a list]</parameter>\n</function>\n</seed:tool_call>", parser="seed_oss",
+         reasoning_parser="seed_oss",
+         calls=[call("search", {"tags": ["a", "b"], "filters": {"lang": "en", "n": [1]}, "limit": 3,
+                                "query": "[not a list]"})]),
+    case("seed_oss/python-list-and-bad-array",
+         "<seed:tool_call>\n<function=search>\n<parameter=tags>['x', 'y']</parameter>\n"
+         "<parameter=filters>{oops</parameter>\n</function>\n</seed:tool_call>", parser="seed_oss",
+         calls=[call("search", {"tags": ["x", "y"], "filters": "{oops"})]),
+    case("seed_oss/param-open-stays-text",
+         "<seed:tool_call>\n<function=get_weather>\n<parameter=city>Dallas\n<parameter=unit>C</parameter>\n"
+         "</function>\n</seed:tool_call>", parser="seed_oss",
+         calls=[call("get_weather", {"city": "Dallas\n<parameter=unit>C"})]),
     case("seed_oss/truncated", "<seed:tool_call>\n<function=get_weather>\n<parameter=city>\nX", parser="seed_oss",
          truncated=True, content="<seed:tool_call>\n<function=get_weather>\n<parameter=city>\nX"),
 ]
