@@ -103,6 +103,9 @@ def build_parser() -> argparse.ArgumentParser:
     parsers = workloads.add_parser("parsers", help="in process: streaming-parser cost per token against a decode step")
     parsers.add_argument("--size", choices=("tiny", "small", "medium"), default="small")
     parsers.add_argument("--repeats", type=int, default=5)
+    parsers.add_argument("--against", type=Path, help="also time another checkout's parsers on the same texts "
+                         "(e.g. a git worktree of an older commit), alternating rounds")
+    parsers.add_argument("--rounds", type=int, default=6, help="with --against: rounds per side")
     parsers.add_argument("--out", type=Path)
     scripted = workloads.add_parser("tools-scripted", help="in process, no server: every tool-call family's scripted outputs "
                                     "through the parsers, whole and streamed; exit 1 if any is not parsed as written")
@@ -193,6 +196,10 @@ def _parsers(args: argparse.Namespace, out_dir: Path) -> int:
     from router.bench.parser_cost import parser_cost_report
 
     report = parser_cost_report(args.size, args.repeats)
+    if args.against:
+        from router.bench.parser_cost import against_report
+
+        report += "\n" + against_report(args.against, args.rounds, args.repeats)
     return _write_summary(out_dir, "parsers", report)
 
 

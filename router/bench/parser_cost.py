@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import json
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -99,4 +101,60 @@ def parser_cost_report(size: str, repeats: int = 5) -> str:
     for family, (tool, reasoning, text) in FAMILIES.items():
         us = per_chunk_us(tool, reasoning, text, repeats)
         lines.append(f"| {family} | {len(text)} | {us:.1f} | {100 * us / (1000 * step_ms):.3f}% |")
+    return "\n".join(lines) + "\n"
+
+
+# One checkout's parsers timed on the texts given on stdin. Only ``parsers`` comes from that
+# checkout, so both sides of a comparison run the same texts through the same loop.
+_MEASURE_CHECKOUT = """
+import json, statistics, sys, time
+sys.path.insert(0, sys.argv[1])
+from parsers import make_output_parser
+job = json.load(sys.stdin)
+out = {}
+for name, (tool, reasoning, text) in job["families"].items():
+    chunks = [text[i : i + job["chunk"]] for i in range(0, len(text), job["chunk"])]
+    runs = []
+    for _ in range(job["repeats"]):
+        try:
+            parser = make_output_parser(tool_parser=tool, reasoning_parser=reasoning, tools=job["tools"])
+        except ValueError:  # a parser that checkout does not have
+            break
+        start = time.perf_counter()
+        for chunk in chunks:
+            parser.feed(chunk)
+        parser.finish()
+        runs.append((time.perf_counter() - start) / len(chunks))
+    out[name] = 1e6 * statistics.median(runs) if runs else None
+print(json.dumps(out))
+"""
+
+
+def checkout_costs(checkout: Path, repeats: int) -> dict[str, float | None]:
+    """µs per chunk of every family with ``checkout``'s parsers (None: it lacks the parser)."""
+    job = {"families": FAMILIES, "chunk": CHUNK, "repeats": repeats, "tools": TOOLS}
+    done = subprocess.run([sys.executable, "-c", _MEASURE_CHECKOUT, str(checkout)], input=json.dumps(job),
+                          capture_output=True, text=True, check=True, cwd=checkout)
+    return json.loads(done.stdout)
+
+
+def against_report(other: Path, rounds: int = 6, repeats: int = 5) -> str:
+    """This checkout's parsers against another's (e.g. a ``git worktree`` of an older commit),
+    alternating which goes first round by round; medians, and the median of per-round ratios."""
+    here = Path(__file__).resolve().parents[2]
+    sides: dict[str, list[dict[str, float | None]]] = {"other": [], "here": []}
+    for number in range(rounds):
+        order = [("other", other), ("here", here)] if number % 2 == 0 else [("here", here), ("other", other)]
+        for side, checkout in order:
+            sides[side].append(checkout_costs(checkout, repeats))
+    lines = [f"this checkout ({here}) against {other}: {rounds} rounds alternating, µs per {CHUNK}-char chunk", "",
+             "| family | other (median) | this (median) | this / other (median of rounds) |", "|---|---|---|---|"]
+    for family in FAMILIES:
+        before = [run[family] for run in sides["other"]]
+        after = [run[family] for run in sides["here"]]
+        if None in before:
+            lines.append(f"| {family} | – (no such parser) | {statistics.median(after):.1f} | – |")
+            continue
+        ratio = statistics.median(a / b for a, b in zip(after, before))
+        lines.append(f"| {family} | {statistics.median(before):.1f} | {statistics.median(after):.1f} | {ratio:.2f} |")
     return "\n".join(lines) + "\n"
