@@ -22,7 +22,7 @@ import struct
 
 import msgspec
 
-PROTOCOL_VERSION = 6  # 6: TokenDelta.queued_s/prefill_s; 5: the prefix cache's disk tier; 4: AddRequest.snapshot_at, ...
+PROTOCOL_VERSION = 7  # 7: AddRequest.grammar; 6: TokenDelta.queued_s/prefill_s; 5: the prefix cache's disk tier; 4: AddRequest.snapshot_at, ...
 FRAME_HEADER = struct.Struct(">I")
 MAX_FRAME_BYTES = 256 * 1024 * 1024
 # The environment variable a worker's WorkerSpec travels in (JSON).
@@ -81,6 +81,8 @@ class AddRequest(msgspec.Struct, frozen=True, array_like=True, tag="add", gc=Fal
     # Prompt offsets where the next request is likely to branch (a chat turn's boundaries), sent
     # when the worker's prefix cache can only reuse exact snapshot points: it snapshots there.
     snapshot_at: tuple[int, ...] = ()
+    # An llguidance grammar the output must follow (engines.grammar); "" leaves it free.
+    grammar: str = ""
 
 
 class AbortRequest(msgspec.Struct, frozen=True, array_like=True, tag="abort", gc=False):

@@ -42,6 +42,7 @@ from caches.quantized import KVQuantization, quantized_nbytes, row_caches
 from caches.radix import common_prefix
 
 from engines.errors import EngineUnrecoverableError
+from engines.grammar import GrammarMask
 from engines.prefill_policy import MAX_PROMPTS, PREFILL_SHARE, AdmissionQueue, PrefillPolicy
 from engines.protocol import (
     AddRequest,
@@ -138,6 +139,7 @@ class Scheduler:
         self._uid_by_request: dict[str, int] = {}
         self._rejected: list[TokenDelta] = []
         self._arrived: dict[str, float] = {}  # request id → perf_counter at add(), until it joins the generator or ends
+        self._matchers: dict[str, object] = {}  # request id → its grammar's matcher, until it joins the generator
         self.prefix_cache = prefix_cache
         self._quantization = kv_quantization
         self._quantize_after = kv_quantization.quantize_after if kv_quantization is not None else 0
@@ -169,12 +171,17 @@ class Scheduler:
     def has_work(self) -> bool:
         return bool(self._by_uid or self._rejected or self._held or self._loading or self._queued)
 
-    def add(self, request: AddRequest) -> None:
-        """Queue a request; it joins the batch at the next step. Bad requests fail, never raise."""
+    def add(self, request: AddRequest, matcher=None) -> None:
+        """Queue a request; it joins the batch at the next step. Bad requests fail, never raise.
+
+        ``matcher``: the request's compiled grammar (an llguidance matcher, ``engines.grammar``).
+        """
         error = self._validate(request)
         if error is not None:
             self._reject(request.request_id, error, ErrorKind.INVALID_REQUEST)
             return
+        if matcher is not None:
+            self._matchers[request.request_id] = matcher
         self._arrived[request.request_id] = time.perf_counter()
         self._start(request)
 
@@ -183,6 +190,7 @@ class Scheduler:
         aborted = set(request_ids)
         for request_id in request_ids:
             self._arrived.pop(request_id, None)
+            self._matchers.pop(request_id, None)
         for request_id in [rid for rid in request_ids if rid in self._held or rid in self._loading]:
             self._held.pop(request_id, None)
             self._loading.pop(request_id, None)
@@ -252,6 +260,7 @@ class Scheduler:
         self._uid_by_request.clear()
         self._held.clear()
         self._loading.clear()
+        self._matchers.clear()
         return StepOutputs(outputs)
 
     def rebuild(self) -> None:
@@ -379,7 +388,11 @@ class Scheduler:
         end = len(prompt) - 1
         cuts = sorted(set(points) | self._precision_cut(start, len(prompt)) | {end}) if start < end else []
         try:
-            guard = RowGuard(make_sampler(request.sampling, self.vocab_size), make_processors(request.sampling))
+            processors = make_processors(request.sampling)
+            matcher = self._matchers.pop(request.request_id, None)
+            if matcher is not None:  # after bias and penalties: nothing may re-allow a masked token
+                processors.append(GrammarMask(matcher, len(prompt), list(request.stop_token_ids), self.vocab_size))
+            guard = RowGuard(make_sampler(request.sampling, self.vocab_size), processors)
             (uid,) = self._generator.insert_segments(
                 # The generator feeds the last token on its own after the final segment.
                 [[prompt[a:b] for a, b in zip([start, *cuts], [*cuts, len(prompt)])]],
@@ -515,9 +528,14 @@ class Scheduler:
         if hit is not None:
             self.prefix_cache.release(hit)
 
+    def reject(self, request_id: str, message: str, kind: ErrorKind) -> None:
+        """Fail a request that never reached ``add`` (its grammar did not compile); sent at the next step."""
+        self._reject(request_id, message, kind)
+
     def _reject(self, request_id: str, message: str, kind: ErrorKind) -> None:
         logger.warning("rejected request %s: %s", request_id, message)
         self._arrived.pop(request_id, None)
+        self._matchers.pop(request_id, None)
         self._rejected.append(TokenDelta(request_id, [], FinishReason.ERROR, error=message, error_kind=kind))
 
     def _release(self, request_ids: list[str]) -> list[int]:

@@ -27,6 +27,8 @@ import signal
 import socket
 import sys
 import threading
+from concurrent.futures import Future
+from dataclasses import dataclass
 from pathlib import Path
 
 import msgspec
@@ -38,6 +40,7 @@ from engines.protocol import (
     SPEC_ENV,
     AbortRequest,
     AddRequest,
+    ErrorKind,
     RouterWelcome,
     Shutdown,
     StatusQuery,
@@ -108,13 +111,23 @@ def greet_router(sock: socket.socket, token: str) -> bool:
     return isinstance(welcome, RouterWelcome) and hmac.compare_digest(welcome.token, token)
 
 
+@dataclass(frozen=True)
+class _Compiled:
+    """A request whose grammar finished compiling (the future holds its matcher or the error)."""
+
+    request: AddRequest
+    future: Future
+
+
 class EngineLoop:
     """The busy loop: two named phases, drain inputs then step (see module docstring)."""
 
-    def __init__(self, scheduler, inbox: queue.Queue[WorkerInput], sock: socket.socket) -> None:
+    def __init__(self, scheduler, inbox: queue.Queue[WorkerInput], sock: socket.socket, grammars=None) -> None:
         self._scheduler = scheduler
         self._inbox = inbox
         self._sock = sock
+        self._grammars = grammars
+        self._compiling: set[str] = set()  # requests whose grammar compiles on its own thread
         self._running = True
         self.fatal: str | None = None  # why the engine cannot go on, once it cannot
 
@@ -138,9 +151,14 @@ class EngineLoop:
 
     def _apply(self, message: WorkerInput) -> None:
         try:
-            if isinstance(message, AddRequest):
+            if isinstance(message, AddRequest) and message.grammar and self._grammars is not None:
+                self._compile(message)
+            elif isinstance(message, AddRequest):
                 self._scheduler.add(message)
+            elif isinstance(message, _Compiled):
+                self._compiled(message)
             elif isinstance(message, AbortRequest):
+                self._compiling.difference_update(message.request_ids)
                 self._scheduler.abort(list(message.request_ids))
             elif isinstance(message, StatusQuery):
                 self._send_frame(self._scheduler.status())
@@ -149,6 +167,25 @@ class EngineLoop:
         except Exception:  # engine boundary: as for a failed step
             logger.error("applying %s failed; resetting the engine", type(message).__name__, exc_info=True)
             self._recover()
+
+    def _compile(self, request: AddRequest) -> None:
+        """Compile the request's grammar off this thread; it joins the scheduler when done."""
+        self._compiling.add(request.request_id)
+        self._grammars.submit(request.grammar, lambda future: self._inbox.put(_Compiled(request, future)))
+
+    def _compiled(self, done: _Compiled) -> None:
+        from engines.grammar import GrammarError
+
+        request = done.request
+        if request.request_id not in self._compiling:
+            return  # aborted while its grammar compiled
+        self._compiling.discard(request.request_id)
+        try:
+            matcher = done.future.result()
+        except GrammarError as exc:
+            self._scheduler.reject(request.request_id, f"the grammar does not compile: {exc}", ErrorKind.INVALID_REQUEST)
+            return
+        self._scheduler.add(request, matcher)
 
     def _step(self) -> None:
         try:
@@ -201,13 +238,17 @@ def serve(spec: WorkerSpec) -> int:
     sock.sendall(encode_frame(WorkerReady(PROTOCOL_VERSION, spec.model_id, spec.max_context, os.getpid(), scheduler.vocab_size,
                                           scheduler.exact_snapshots)))
     logger.info("ready: %s (max_context=%d, vocab_size=%d)", spec.model_id, spec.max_context, scheduler.vocab_size)
-    loop = EngineLoop(scheduler, inbox, sock)
+    from engines.grammar import GrammarCompiler
+
+    grammars = GrammarCompiler(Path(spec.model_path))
+    loop = EngineLoop(scheduler, inbox, sock, grammars)
     # A stop is the router's to order (it tells the worker to shut down, after which the
     # prefix cache is flushed): Ctrl-C reaches the whole process group, and is left to the
     # router; SIGTERM sent to the worker itself (a service manager) stops it the same way.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, lambda *_: inbox.put(Shutdown()))
     loop.run()
+    grammars.close()
     if loop.fatal is not None:
         with contextlib.suppress(OSError):
             sock.sendall(encode_frame(WorkerFatal(loop.fatal)))

@@ -117,6 +117,15 @@ def prompt_opens_thinking(prompt_text: str, reasoning_parser: str | None) -> boo
     return last_open > last_close
 
 
+def prompt_closes_thinking(prompt_text: str, reasoning_parser: str | None) -> bool:
+    """Whether the rendered prompt ends with a closed think block (thinking turned off: Qwen3's
+    ``enable_thinking=False`` writes an empty one), so the output starts with the answer."""
+    if reasoning_parser is None:
+        return False
+    closes = getattr(load_reasoning_parser(reasoning_parser), "close_tags", ())
+    return prompt_text.rstrip().endswith(tuple(closes))
+
+
 def pin_problems(model_id: str, *, tool_parser: str, reasoning_parser: str) -> list[str]:
     """One line per pinned parser name that is unknown, named by its TOML path (for validate and reload)."""
     problems = []

@@ -56,6 +56,7 @@ class GenerationRequest:
     stop: list[str] = field(default_factory=list)
     stop_token_ids: list[int] = field(default_factory=list)
     snapshot_at: tuple[int, ...] = ()  # the prompt's turn boundaries, for the worker's prefix cache
+    grammar: str = ""  # llguidance grammar the output must follow (router.turn.structured); "" is free
 
 
 class Generation:
@@ -88,6 +89,7 @@ class Generation:
             self.request.sampling,
             sorted(set(tokenizer.eos_token_ids) | set(self.request.stop_token_ids)),
             self.request.snapshot_at,
+            self.request.grammar,
         )
         handle = self.handle
         if not handle.serving:

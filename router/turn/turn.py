@@ -19,6 +19,7 @@ from router.turn.template import RenderedPrompt, render_chat
 from router.turn.fields import JsonPath, as_object, openai_path, opt_bool, opt_object, opt_str, req_object, req_str
 from router.errors import InvalidRequestError, shown
 from router.pool import ModelHandle
+from router.turn.structured import OutputFormat, output_grammar, thinking_state
 from router.turn.textgen import Generation, GenerationRequest, TokenInfo
 from router.turn.sampling import SamplingInput, build_sampling, resolve_max_tokens, stop_token_ids
 
@@ -48,6 +49,7 @@ class TurnRequest:
     stop_token_ids: list[int] = field(default_factory=list)
     template_kwargs: dict[str, Any] = field(default_factory=dict)
     messages_param: str = "messages"
+    output_format: OutputFormat | None = None  # response_format / text.format: constrained decoding
 
 
 @dataclass(frozen=True)
@@ -198,7 +200,12 @@ async def prepare_turn(handle: ModelHandle, request: TurnRequest) -> Turn:
     max_tokens = resolve_max_tokens(handle, request.max_tokens, len(prompt.tokens), param=request.max_tokens_param, context_param=request.messages_param)
     sampling = build_sampling(handle, request.sampling)
     stops = stop_token_ids(handle, request.stop_token_ids)
-    generation = Generation(handle, GenerationRequest(prompt.tokens, max_tokens, sampling, request.stop, stops, prompt.boundaries))
+    grammar = ""
+    if request.output_format is not None:
+        grammar = output_grammar(request.output_format, tokenizer=handle.tokenizer, reasoning_parser=handle.reasoning_parser,
+                                 thinking=thinking_state(prompt.text, handle.reasoning_parser))
+    generation = Generation(handle, GenerationRequest(prompt.tokens, max_tokens, sampling, request.stop, stops, prompt.boundaries,
+                                                      grammar))
     return Turn(generation, prompt, request)
 
 

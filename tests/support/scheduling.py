@@ -15,10 +15,11 @@ class Outcome:
     cached_tokens: int | None = None  # as the first delta reported it
 
 
-def run_requests(scheduler: Scheduler, requests: list[AddRequest], max_steps: int = 2000) -> dict[str, Outcome]:
-    """Add ``requests``, step until idle; what each request id received."""
+def run_requests(scheduler: Scheduler, requests: list[AddRequest], max_steps: int = 2000,
+                 matchers: dict | None = None) -> dict[str, Outcome]:
+    """Add ``requests`` (with the grammar ``matchers`` by request id), step until idle; what each request id received."""
     for request in requests:
-        scheduler.add(request)
+        scheduler.add(request, (matchers or {}).get(request.request_id))
     outcomes = {r.request_id: Outcome() for r in requests}
     for _ in range(max_steps):
         if not scheduler.has_work:

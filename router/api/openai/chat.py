@@ -33,6 +33,7 @@ from router.api.openai.schemas import (
     Usage,
 )
 from router.sse import COMMENT_KEEPALIVE, DONE_FRAME, data_frame, sse_response
+from router.turn.structured import chat_response_format
 from router.turn.textgen import Generation, TokenInfo
 from router.turn.sampling import normalize_stop, sampling_input
 from router.turn.turn import Heartbeat, LogprobsDelta, ToolChoice, Turn, TurnEnd, TurnRequest, prepare_turn
@@ -77,6 +78,7 @@ def to_turn_request(body: ChatCompletionBody) -> TurnRequest:
         stop=normalize_stop(body.stop),
         stop_token_ids=list(body.stop_token_ids or []),
         template_kwargs=kwargs,
+        output_format=chat_response_format(body.response_format, openai_path("response_format")),
     )
 
 

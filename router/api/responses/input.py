@@ -13,6 +13,7 @@ from router.turn.messages import content_text
 from router.errors import InvalidRequestError
 from router.api.responses.schemas import ResponsesBody
 from router.turn.sampling import SamplingInput
+from router.turn.structured import responses_text_format
 from router.turn.turn import ToolChoice, TurnRequest
 
 def to_turn_request(body: ResponsesBody, history: list[dict[str, Any]]) -> TurnRequest:
@@ -30,6 +31,7 @@ def to_turn_request(body: ResponsesBody, history: list[dict[str, Any]]) -> TurnR
         sampling=SamplingInput(temperature=body.temperature, top_p=body.top_p),
         template_kwargs=_effort_kwargs(body.reasoning),
         messages_param="input",
+        output_format=responses_text_format(body.text, openai_path("text")),
     )
 
 

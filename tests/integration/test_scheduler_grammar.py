@@ -1,0 +1,82 @@
+"""Constrained decoding in the scheduler: grammar masks under continuous batching, on real tiny
+models with their own tokenizers (no IPC)."""
+
+from __future__ import annotations
+
+import json
+
+import jsonschema
+import llguidance
+import pytest
+from mlx_lm.utils import load_model
+from transformers import AutoTokenizer
+
+from engines.grammar import GrammarCompiler, GrammarError, GrammarMask
+from engines.protocol import AddRequest, FinishReason, SamplingParams
+from engines.scheduler import Scheduler
+from tests.support.scheduling import run_requests
+
+SCHEMA = {
+    "type": "object",
+    "properties": {"name": {"type": "string", "maxLength": 8}, "n": {"type": "integer", "minimum": 0, "maximum": 99},
+                   "kind": {"enum": ["a", "b"]}},
+    "required": ["name", "n", "kind"],
+    "additionalProperties": False,
+}
+GRAMMAR = llguidance.LLMatcher.grammar_from_json_schema(json.dumps({**SCHEMA, "x-guidance": {"whitespace_pattern": " ?"}}))
+
+
+@pytest.fixture(scope="module", params=["qwen3", "llama"])
+def setup(request, tiny_models):
+    path = tiny_models.path(request.param)
+    model, _ = load_model(path)
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    return model, tokenizer, GrammarCompiler(path)
+
+
+def prompt(i: int) -> list[int]:
+    return [3 + (i * 11 + j) % 300 for j in range(6 + 5 * i)]
+
+
+def scheduler_for(model) -> Scheduler:
+    return Scheduler(model, max_concurrency=8, prefill_step=16, max_context=4096)
+
+
+def test_constrained_and_free_sequences_decode_together(setup):
+    model, tokenizer, compiler = setup
+    stops = [tokenizer.eos_token_id]
+    free = [AddRequest(f"free{i}", prompt(i), 12, SamplingParams(temperature=0.0), stops) for i in range(3)]
+    constrained = [AddRequest(f"json{i}", prompt(i + 3), 200, SamplingParams(temperature=1.0, seed=i), stops, grammar=GRAMMAR)
+                   for i in range(4)]
+    together = run_requests(scheduler_for(model), [*free, *constrained],
+                            matchers={r.request_id: compiler.matcher(GRAMMAR) for r in constrained})
+    for request in constrained:
+        outcome = together[request.request_id]
+        assert outcome.last.finish_reason is FinishReason.STOP, outcome.last
+        jsonschema.validate(json.loads(tokenizer.decode(outcome.tokens)), SCHEMA)
+    for request in free:  # a neighbour's mask changes nothing of a free sequence
+        alone = run_requests(scheduler_for(model), [request])[request.request_id]
+        assert together[request.request_id].tokens == alone.tokens
+
+
+def test_compiled_grammars_are_cached_and_each_request_gets_its_own_matcher(setup):
+    _, _, compiler = setup
+    _, tokenizer, _ = setup
+    first, second = compiler.matcher(GRAMMAR), compiler.matcher(GRAMMAR)
+    text = tokenizer.encode('{"name": "x", "n": 1, "kind": "a"}', add_special_tokens=False)
+    assert first.consume_tokens(text) and first.is_accepting()
+    assert not second.is_accepting() and second.consume_tokens(text)  # the first's progress is its own
+
+
+def test_a_grammar_that_does_not_compile_is_the_requests_error(setup):
+    _, _, compiler = setup
+    with pytest.raises(GrammarError):
+        compiler.matcher("start: NOPE\n")  # a rule that does not exist
+
+
+def test_a_complete_grammar_leaves_only_the_stop_tokens(setup):
+    _, tokenizer, compiler = setup
+    matcher = compiler.matcher(llguidance.LLMatcher.grammar_from_lark('start: "ok"'))
+    assert matcher.consume_tokens(tokenizer.encode("ok", add_special_tokens=False))
+    mask = GrammarMask(matcher, prompt_tokens=0, stop_token_ids=[tokenizer.eos_token_id, 5], vocab_size=512)
+    assert sorted(mask.allowed().nonzero()[0].tolist()) == sorted({tokenizer.eos_token_id, 5})
