@@ -52,11 +52,12 @@ import importlib.metadata as md
 import json
 import platform
 import random
+import re
 import subprocess
 import tempfile
 import time
-import tomllib
 import warnings
+from collections import Counter
 from pathlib import Path
 from statistics import median
 
@@ -622,6 +623,8 @@ def measure_steps(engines, tokenizers, rounds: int) -> tuple[dict, dict]:
     for tname, hf_tok in tokenizers:
         vocab, eos = len(hf_tok), hf_tok.convert_tokens_to_ids(EOS)
         ctxs = {e.name: e.tokenizer(hf_tok) for e in engines}
+        for e in engines:  # one-time process warm-up (thread pools, lazy statics), not measured
+            e.fill(e.matcher(e.compile_json(ctxs[e.name], {"type": "integer"})), alloc_bitmask(1, vocab))
         for gname, g in grammar_inputs(hf_tok).items():
             per = {e.name: {"compile": [], "new_matcher": [], "first_mask": [], "cold": [], "median": [],
                             "p95": [], "max": [], "accept": [], "total": [], "failures": set(), "steps": 0,
@@ -655,20 +658,19 @@ def measure_steps(engines, tokenizers, rounds: int) -> tuple[dict, dict]:
 
 
 def compare_masks(masks: dict, hf_tok) -> dict:
-    """Where both engines walked the same steps, do their masks agree? Example differences."""
+    """Both engines walked the same steps: how often are their masks identical, and which
+    tokens does one allow that the other masks out (counted in steps, most frequent first)?"""
     a, b = masks.get("llguidance", []), masks.get("xgrammar", [])
     n = min(len(a), len(b))
-    same, examples = 0, []
+    same, only = 0, {"llguidance": Counter(), "xgrammar": Counter()}
     for i in range(n):
         if np.array_equal(a[i], b[i]):
             same += 1
-        elif len(examples) < 2:
-            only_l = np.flatnonzero(a[i] & ~b[i])[:4]
-            only_x = np.flatnonzero(b[i] & ~a[i])[:4]
-            examples.append(f"step {i}: only llguidance allows {[hf_tok.decode([int(t)]) for t in only_l]} "
-                            f"({int((a[i] & ~b[i]).sum())} tokens), only xgrammar allows "
-                            f"{[hf_tok.decode([int(t)]) for t in only_x]} ({int((b[i] & ~a[i]).sum())} tokens)")
-    return {"steps": n, "same": same, "examples": examples}
+            continue
+        only["llguidance"].update(np.flatnonzero(a[i] & ~b[i]).tolist())
+        only["xgrammar"].update(np.flatnonzero(b[i] & ~a[i]).tolist())
+    top = {k: [f"`{show(hf_tok.decode([t]))}` ({c})" for t, c in v.most_common(6)] for k, v in only.items()}
+    return {"steps": n, "same": same, "top": top, "distinct": {k: len(v) for k, v in only.items()}}
 
 
 def measure_batch(engines, tokenizers, rounds: int, steps: int) -> dict:
@@ -833,6 +835,11 @@ FEATURES = [
     ("minProperties", {"type": "object", "properties": {"a": _I, "b": _I}, "additionalProperties": False,
                        "minProperties": 1}, '{"a": 1}', ['{}']),
     # Not keywords, but behaviours a router must know about:
+    ("pattern unanchored (spec: search, not full match)", {"type": "string", "pattern": "[0-9]"}, '"ab1c"', ['"abc"']),
+    ("string: raw control character (invalid JSON)", {"type": "string"}, '"a\\u0001b"', ['"a\x01b"']),
+    ("maxLength string: escapes valid, raw control character not", {"type": "string", "maxLength": 10},
+     '"a\\nb \\"c\\""', ['"a\x01b"']),
+    ("string: ChatML special token inside (not JSON text)", {"type": "string"}, '"ab"', ['"a<|im_start|>b"']),
     ("required (some optional)", {"type": "object", "properties": {"a": _I, "b": _I}, "required": ["b"],
                                   "additionalProperties": False}, '{"b": 1}', ['{"a": 1}']),
     ("keys in another order than the schema's (valid per spec)", _obj({"a": _I, "b": _I}, ["a", "b"]),
@@ -873,15 +880,18 @@ def check_features(engines, hf_tok) -> dict:
             enc = lambda s: hf_tok.encode(s, add_special_tokens=False)  # noqa: E731
             ok_valid = accepts(e, compiled, enc(valid), eos, len(hf_tok))
             leaked = [d for d in invalids if accepts(e, compiled, enc(d), eos, len(hf_tok))]
-            warn = (" — warns: " + " ".join(" ".join(logs).split())[:140]) if logs else ""
+            # xgrammar's log lines start "[time] /path/file.cc:line: "; keep the message only.
+            msgs = [re.sub(r"^\[[^\]]*\]\s*\S+:\d+:\s*", "", line) for log in logs for line in log.splitlines()]
+            text = " ".join(" ".join(msgs).split())
+            warn = f" — warns: {text[:200]}{'…' if len(text) > 200 else ''}" if text else ""
             if not ok_valid:
-                verdict = ("valid doc rejected", f"`{valid}` is masked out" + warn)
+                verdict = ("valid doc rejected", f"`{show(valid)}` is masked out" + warn)
             elif not invalids:
-                verdict = ("accepted", f"`{valid}` allowed" + warn)
+                verdict = ("accepted", f"`{show(valid)}` allowed" + warn)
             elif len(leaked) == len(invalids):
-                verdict = ("silently ignored", f"allows {', '.join(f'`{d}`' for d in leaked)}" + warn)
+                verdict = ("silently ignored", f"allows {', '.join(f'`{show(d)}`' for d in leaked)}" + warn)
             elif leaked:
-                verdict = ("partly enforced", f"allows {', '.join(f'`{d}`' for d in leaked)}" + warn)
+                verdict = ("partly enforced", f"allows {', '.join(f'`{show(d)}`' for d in leaked)}" + warn)
             else:
                 verdict = ("supported", warn.lstrip(" —"))
             out[(feat, e.name)] = verdict
@@ -926,24 +936,12 @@ def dist_size(dist: md.Distribution) -> int:
     return total
 
 
-def project_requirements() -> set[str]:
-    from packaging.requirements import Requirement
-    from packaging.utils import canonicalize_name
-
-    try:
-        deps = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["dependencies"]
-    except (OSError, KeyError):
-        return set()
-    return {canonicalize_name(Requirement(d).name) for d in deps}
-
-
 def dependency_report() -> dict:
     base = closure(["mlx", "transformers", "tokenizers", "numpy"])
-    project = project_requirements()
     out = {}
     for engine in ("llguidance", "xgrammar"):
         extra = {n: d for n, d in closure([engine]).items() if n not in base}
-        rows = sorted(((n, d.version, dist_size(d), n in project) for n, d in extra.items()), key=lambda r: -r[2])
+        rows = sorted(((n, d.version, dist_size(d)) for n, d in extra.items()), key=lambda r: -r[2])
         out[engine] = {"rows": rows, "total": sum(r[2] for r in rows),
                        "requires": [r for r in (md.distribution(engine).requires or []) if "extra ==" not in r]}
     return out
@@ -988,9 +986,15 @@ def import_costs(rounds: int) -> dict:
 # Report
 # ---------------------------------------------------------------------------------------------
 
+def show(text: str) -> str:
+    """Text for a markdown cell: control characters as \\xNN, newlines as \\n."""
+    return "".join(c if ord(c) >= 32 else ("\\n" if c == "\n" else f"\\x{ord(c):02x}") for c in text)
+
+
 def table(header: list[str], rows: list[list]) -> str:
+    cell = lambda c: str(c).replace("|", "\\|")  # noqa: E731 - "<|im_end|>" must not split a cell
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join(" --- " for _ in header) + "|"]
-    lines += ["| " + " | ".join(str(c) for c in r) + " |" for r in rows]
+    lines += ["| " + " | ".join(cell(c) for c in r) + " |" for r in rows]
     return "\n".join(lines)
 
 
@@ -1054,11 +1058,16 @@ def render(args, engines, tokenizers, big_path, setup, steps, cross, batch, mlx_
                          "; ".join(sorted(p["failures"])) or "ok"])
     out.append(table(["tokenizer", "grammar", "engine", "steps", "mask median (µs)", "mask p95 (µs)", "mask max (µs)",
                       "accept median (µs)", "mask ms / output", "allowed tokens / step (mean)", "valid output"], rows))
-    out += ["", "Cross-check (round 1): steps where both engines produced the identical mask.", ""]
+    out += ["", "Cross-check (round 1): steps where both engines produced the identical mask, and the tokens "
+            "that only one engine allowed where they differ (number of distinct such tokens in brackets; "
+            "decoded, control characters escaped).", ""]
     rows = []
     for (t, g), c in cross.items():
-        rows.append([t, g, f"{c['same']} / {c['steps']}", "<br>".join(c["examples"]) or "–"])
-    out.append(table(["tokenizer", "grammar", "identical masks", "first differences"], rows))
+        rows.append([t, g, f"{c['same']} / {c['steps']}",
+                     f"[{c['distinct']['llguidance']}] " + (", ".join(c["top"]["llguidance"]) or "–"),
+                     f"[{c['distinct']['xgrammar']}] " + (", ".join(c["top"]["xgrammar"]) or "–")])
+    out.append(table(["tokenizer", "grammar", "identical masks", "only llguidance allows: token (steps)",
+                      "only xgrammar allows: token (steps)"], rows))
 
     out += ["", "## 3b. Applying the bitmask to MLX logits (CPU backend, µs)", "",
             "float32 logits of shape (batch, vocab) → -inf where the bit is 0, in plain mlx ops (same for both "
@@ -1094,18 +1103,17 @@ def render(args, engines, tokenizers, big_path, setup, steps, cross, batch, mlx_
             status, detail = features[(feat, n)]
             cells.append(f"**{status}**" + (f": {detail}" if detail else ""))
         rows.append([feat, f"`{json.dumps(schema)}`" if len(json.dumps(schema)) < 70 else "(see script)",
-                     f"`{valid}`", ", ".join(f"`{d}`" for d in invalids) or "–", *cells])
+                     f"`{show(valid)}`", ", ".join(f"`{show(d)}`" for d in invalids) or "–", *cells])
     out.append(table(["feature", "schema", "valid", "violating", *names], rows))
 
     out += ["", "## 5. Dependencies", "",
             "Installed on top of mlx, transformers, tokenizers and numpy (their closure is not counted); sizes from "
-            "each distribution's RECORD. \"project dep\" = already in rapid-mlx's pyproject.", ""]
-    for engine, d in deps.items():
+            "each distribution's RECORD (what pip installed in this venv).", ""]
+    for engine, d in deps.items():  # rows: (name, version, size)
         out.append(f"**{engine}** requires `{'`, `'.join(d['requires']) or 'nothing'}` — adds "
                    f"{len(d['rows'])} distribution(s), {mb(d['total'])}:")
         out.append("")
-        out.append(table(["distribution", "version", "installed size", "project dep"],
-                         [[n, v, mb(s), "yes" if p else ""] for n, v, s, p in d["rows"]]))
+        out.append(table(["distribution", "version", "installed size"], [[n, v, mb(s)] for n, v, s in d["rows"]]))
         out.append("")
     rows = []
     for mod in ("llguidance", "xgrammar"):
@@ -1121,7 +1129,7 @@ def render(args, engines, tokenizers, big_path, setup, steps, cross, batch, mlx_
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--vocab", type=int, default=151000, help="size of the large BPE vocabulary (default 151000)")
-    ap.add_argument("--rounds", type=int, default=3, help="rounds per measurement (>= 3 for the record)")
+    ap.add_argument("--rounds", type=int, default=5, help="rounds per measurement (>= 3 for the record)")
     ap.add_argument("--batch-steps", type=int, default=128, help="lockstep steps per batch pass")
     args = ap.parse_args()
 

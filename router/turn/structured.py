@@ -18,11 +18,11 @@ from router.errors import InvalidRequestError
 from router.turn.parser_choice import prompt_closes_thinking, prompt_opens_thinking
 from router.turn.fields import JsonPath, as_object, kind_of, opt_bool, opt_object, opt_str, req_object
 
-__all__ = ["OutputFormat", "chat_response_format", "output_grammar", "responses_text_format", "schema_problem", "thinking_state"]
+__all__ = ["JSON_OPTIONS", "OutputFormat", "chat_response_format", "lark_tag", "with_reasoning", "output_grammar", "responses_text_format", "schema_problem", "thinking_state"]
 
 # Whitespace the JSON may carry between its tokens: one space (json.dumps) or one newline with
 # indentation (pretty-printed), so that a model cannot pad the output without end.
-_JSON_OPTIONS = {"whitespace_pattern": r"(\n {0,16}| )?"}
+JSON_OPTIONS = {"whitespace_pattern": r"(\n {0,16}| )?"}
 # After the reasoning, the few newlines models put before their answer.
 _GAP = r"/[ \t\n]{0,4}/"
 
@@ -111,7 +111,7 @@ def output_grammar(fmt: OutputFormat, *, tokenizer, reasoning_parser: str | None
     if problem:
         raise InvalidRequestError(f"{fmt.param}: the JSON schema cannot be enforced: {problem}", param=fmt.param)
     body = "%json " + json.dumps(_with_options(schema))
-    lark = _with_reasoning(body, tokenizer, None if thinking == "closed" else reasoning_parser, thinking)
+    lark = with_reasoning(body, tokenizer, None if thinking == "closed" else reasoning_parser, thinking)
     return llguidance.LLMatcher.grammar_from_lark(lark)
 
 
@@ -123,16 +123,17 @@ def thinking_state(prompt_text: str, reasoning_parser: str | None) -> Thinking:
 
 
 def _with_options(schema: dict[str, Any]) -> dict[str, Any]:
-    return {**schema, "x-guidance": {**_JSON_OPTIONS, **schema.get("x-guidance", {})}}
+    return {**schema, "x-guidance": {**JSON_OPTIONS, **schema.get("x-guidance", {})}}
 
 
-def _with_reasoning(body: str, tokenizer, reasoning_parser: str | None, thinking: Thinking) -> str:
-    """``start`` = the reasoning the model may write, then ``body``."""
+def with_reasoning(body: str, tokenizer, reasoning_parser: str | None, thinking: Thinking) -> str:
+    """A Lark grammar: ``start`` = the reasoning the model may write, then ``answer: body``
+    (``body`` may go on with rules of its own on the lines after its first)."""
     rules = [f"answer: {body}"]
     if reasoning_parser is None:
         return "start: answer\n" + "\n".join(rules) + "\n"
     parser = load_reasoning_parser(reasoning_parser)
-    close = _tag(parser.close_tags[0], tokenizer)
+    close = lark_tag(parser.close_tags[0], tokenizer)
     if close.startswith("<["):  # a token: free text cannot contain it, so it ends the thinking
         rules.append(f"think_rest: THINK_TEXT {close}")
         rules.append(r"THINK_TEXT: /(.|\n)*/")
@@ -142,12 +143,12 @@ def _with_reasoning(body: str, tokenizer, reasoning_parser: str | None, thinking
     if thinking == "open" or parser.implicit_open:
         start = "start: think_rest GAP answer"
     else:
-        rules.append(f"think: {_tag(parser.open_tags[0], tokenizer)} think_rest GAP")
+        rules.append(f"think: {lark_tag(parser.open_tags[0], tokenizer)} think_rest GAP")
         start = "start: think? answer"
     return start + "\n" + "\n".join(rules) + "\n"
 
 
-def _tag(text: str, tokenizer) -> str:
+def lark_tag(text: str, tokenizer) -> str:
     """A marker in Lark: ``<[id]>`` when the tokenizer has it as one added token, else quoted text."""
     token_id = tokenizer.convert_tokens_to_ids(text)
     if isinstance(token_id, int) and token_id in getattr(tokenizer, "added_tokens_decoder", {}):

@@ -19,7 +19,8 @@ from router.turn.template import RenderedPrompt, render_chat
 from router.turn.fields import JsonPath, as_object, openai_path, opt_bool, opt_object, opt_str, req_object, req_str
 from router.errors import InvalidRequestError, shown
 from router.pool import ModelHandle
-from router.turn.structured import OutputFormat, output_grammar, thinking_state
+from router.turn.structured import OutputFormat, output_grammar, schema_problem, thinking_state
+from router.turn.tool_grammar import tool_call_grammar
 from router.turn.textgen import Generation, GenerationRequest, TokenInfo
 from router.turn.sampling import SamplingInput, build_sampling, resolve_max_tokens, stop_token_ids
 
@@ -200,13 +201,29 @@ async def prepare_turn(handle: ModelHandle, request: TurnRequest) -> Turn:
     max_tokens = resolve_max_tokens(handle, request.max_tokens, len(prompt.tokens), param=request.max_tokens_param, context_param=request.messages_param)
     sampling = build_sampling(handle, request.sampling)
     stops = stop_token_ids(handle, request.stop_token_ids)
-    grammar = ""
-    if request.output_format is not None:
-        grammar = output_grammar(request.output_format, tokenizer=handle.tokenizer, reasoning_parser=handle.reasoning_parser,
-                                 thinking=thinking_state(prompt.text, handle.reasoning_parser))
+    grammar = _grammar(handle, request, tools, prompt.text)
     generation = Generation(handle, GenerationRequest(prompt.tokens, max_tokens, sampling, request.stop, stops, prompt.boundaries,
                                                       grammar))
     return Turn(generation, prompt, request)
+
+
+def _grammar(handle: ModelHandle, request: TurnRequest, tools: list[dict[str, Any]] | None, prompt_text: str) -> str:
+    """What the output must follow: the response format, else the required tool call ("": free)."""
+    thinking = thinking_state(prompt_text, handle.reasoning_parser)
+    if request.output_format is not None:
+        return output_grammar(request.output_format, tokenizer=handle.tokenizer, reasoning_parser=handle.reasoning_parser,
+                              thinking=thinking)
+    choice = request.tool_choice
+    if choice.mode not in ("required", "named") or not tools:
+        return ""
+    chosen = [tool for tool in tools if choice.mode == "required" or tool["function"]["name"] == choice.name]
+    problems = [problem for tool in chosen if (problem := schema_problem(tool["function"].get("parameters") or {"type": "object"}))]
+    if problems:  # the prompt's instruction alone, as before: a tool schema is no reason to refuse the request
+        logger.warning("%s: tool_choice %s unconstrained: %s", handle.model_id, choice.mode, problems[0])
+        return ""
+    return tool_call_grammar(tools, tool_parser=handle.tool_parser, named=choice.name if choice.mode == "named" else None,
+                             parallel=request.parallel_tool_calls, tokenizer=handle.tokenizer,
+                             reasoning_parser=handle.reasoning_parser, thinking=thinking) or ""
 
 
 def _validated_tools(request: TurnRequest) -> list[dict[str, Any]] | None:
