@@ -172,12 +172,12 @@ def _models(config_path: Path | None) -> int:
     for model_id, model in config.models.items():
         aliases = ", ".join(model.aliases) or "-"
         print(f"{model_id}\n  path: {model.path}\n  aliases: {aliases}\n  preload: {str(model.preload).lower()}")
-        tool, reasoning = _parser_lines(model, offline=config.server.offline)
-        print(f"  tool parser: {tool}\n  reasoning parser: {reasoning}")
+        tool, reasoning, constrained = _parser_lines(model, offline=config.server.offline)
+        print(f"  tool parser: {tool}\n  reasoning parser: {reasoning}\n  required tool calls: {constrained}")
     return 0
 
 
-def _parser_lines(model, *, offline: bool) -> tuple[str, str]:
+def _parser_lines(model, *, offline: bool) -> tuple[str, str, str]:
     """What the server will choose for this model and why, from its files (no weights loaded)."""
     from router.model_files import ModelFilesError, resolve_model_path
     from router.turn.parser_choice import ParserConfigError, choose_parsers
@@ -188,10 +188,19 @@ def _parser_lines(model, *, offline: bool) -> tuple[str, str]:
         choice = choose_parsers(path, tool_parser=model.tool_parser, reasoning_parser=model.reasoning_parser, model_name=model.path)
     except ModelFilesError as exc:
         pending = f"{model.tool_parser} (decided at load: {exc})"
-        return pending, f"{model.reasoning_parser} (decided at load)"
+        return pending, f"{model.reasoning_parser} (decided at load)", "decided at load"
     except ParserConfigError as exc:
-        return f"invalid: {exc}", f"{model.reasoning_parser}"
-    return choice.tool_line(), choice.reasoning_line()
+        return f"invalid: {exc}", f"{model.reasoning_parser}", "-"
+    return choice.tool_line(), choice.reasoning_line(), _constraint_line(choice.tool_parser)
+
+
+def _constraint_line(tool_parser: str | None) -> str:
+    """How tool_choice required / named is kept: by a grammar in the family's format, or by prompting."""
+    from router.turn.tool_grammar import GRAMMAR_FAMILIES, grammar_family
+
+    if grammar_family(tool_parser) is not None:
+        return "constrained decoding (the family's format, arguments by their schemas)"
+    return f"prompting only (constrained decoding covers {', '.join(GRAMMAR_FAMILIES)})"
 
 
 def demo_model_path() -> Path:

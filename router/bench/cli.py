@@ -88,6 +88,8 @@ def build_parser() -> argparse.ArgumentParser:
     tools = workloads.add_parser("tools", parents=[common], help=WORKLOADS["tools"])
     tools.add_argument("--cases", type=Path, help='JSONL of {"messages", "tools", "expect"} (default: the demo model\'s tool prompts)')
     tools.add_argument("--limit", type=int, help="use the first N cases")
+    tools.add_argument("--tool-choice", choices=("auto", "required"), default="auto",
+                       help="required: every case must call a tool (constrained decoding where the server has it)")
     restart = workloads.add_parser("restart", parents=[common], help=WORKLOADS["restart"])
     restart.add_argument("--kill", action="store_true", help="SIGKILL the server and its children instead of a graceful stop (a crash)")
     long = workloads.add_parser("long", parents=[common], help=WORKLOADS["long"])
@@ -111,6 +113,14 @@ def build_parser() -> argparse.ArgumentParser:
                                     "through the parsers, whole and streamed; exit 1 if any is not parsed as written")
     scripted.add_argument("--family", action="append", help="only this tool parser (repeatable)")
     scripted.add_argument("--out", type=Path)
+    grammar = workloads.add_parser("grammar", help="in process: constrained decoding's cost per step (free vs masked) "
+                                   "and a 12-tool grammar's compile time")
+    grammar.add_argument("--size", choices=("tiny", "small", "medium"), default="small")
+    grammar.add_argument("--model-dir", type=Path, help="a checkpoint with its tokenizer instead of a made one of --size")
+    grammar.add_argument("--sequences", type=_int_list, default=[1, 8], help="batch widths, e.g. 1,8")
+    grammar.add_argument("--steps", type=int, default=48, help="decode steps timed per run")
+    grammar.add_argument("--rounds", type=int, default=3)
+    grammar.add_argument("--out", type=Path)
     step = workloads.add_parser("step", help="in process: the scheduler's step against mlx-lm's BatchGenerator alone")
     step.add_argument("--size", choices=("tiny", "small", "medium"), default="tiny")
     step.add_argument("--model-dir", type=Path, help="a checkpoint instead of a made one of --size")
@@ -171,6 +181,8 @@ def main(argv: list[str] | None = None) -> int:
         return _disk_tier(args, out_dir)
     if args.workload == "engine-burst":
         return _engine_burst(args, out_dir)
+    if args.workload == "grammar":
+        return _grammar(args, out_dir)
     if args.workload == "tools-scripted":
         return _scripted_tools(parser, args, out_dir)
     return _run(parser, args, out_dir)
@@ -212,6 +224,13 @@ def _scripted_tools(parser: argparse.ArgumentParser, args: argparse.Namespace, o
     text, failed = scripted_report(args.family)
     _write_summary(out_dir, "tools-scripted", text)
     return 1 if failed else 0
+
+
+def _grammar(args: argparse.Namespace, out_dir: Path) -> int:
+    from router.bench.grammar_cost import measure, report
+
+    described, results, compile_lines = measure(args.model_dir, args.size, args.sequences, args.steps, args.rounds)
+    return _write_summary(out_dir, "grammar", report(described, results, compile_lines, args.steps))
 
 
 def _step(args: argparse.Namespace, out_dir: Path) -> int:

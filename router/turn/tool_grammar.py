@@ -18,7 +18,7 @@ from typing import Any
 from parsers.registry import tool_parser_name
 from router.turn.structured import JSON_OPTIONS, Thinking, lark_tag, with_reasoning
 
-__all__ = ["GRAMMAR_FAMILIES", "tool_call_grammar"]
+__all__ = ["GRAMMAR_FAMILIES", "grammar_family", "tool_call_grammar"]
 
 
 def _function(tool: dict[str, Any]) -> tuple[str, dict[str, Any]]:
@@ -91,6 +91,7 @@ GRAMMAR_FAMILIES: dict[str, Callable[[list[dict[str, Any]], Any], tuple[str, str
     "hermes": _hermes,
     "llama3_json": _llama3_json,
     "qwen3_coder": _qwen3_coder,
+    "qwen3_xml": _qwen3_coder,  # vLLM's other parser of the same Qwen3-Coder format
 }
 
 
@@ -110,7 +111,7 @@ def tool_call_grammar(tools: list[dict[str, Any]], *, tool_parser: str | None, n
     """
     import llguidance
 
-    family = _family(tool_parser)
+    family = grammar_family(tool_parser)
     if family is None:
         return None
     chosen = [tool for tool in tools if named is None or _function(tool)[0] == named]
@@ -121,7 +122,8 @@ def tool_call_grammar(tools: list[dict[str, Any]], *, tool_parser: str | None, n
     return llguidance.LLMatcher.grammar_from_lark(lark)
 
 
-def _family(tool_parser: str | None) -> str | None:
+def grammar_family(tool_parser: str | None) -> str | None:
+    """The family of ``GRAMMAR_FAMILIES`` this parser name (any alias) writes, or None."""
     if tool_parser is None:
         return None
     try:

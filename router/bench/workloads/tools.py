@@ -113,11 +113,16 @@ def outcome(case: ToolCase, record: RequestRecord) -> str:
 class ToolsWorkload:
     cases: list[ToolCase]
     name: str = "tools"
+    # "required": every request must call a tool (rapid-mlx constrains the output to the family's
+    # format); only the cases that expect a call are sent then.
+    tool_choice: str = "auto"
 
     @classmethod
     def from_args(cls, args) -> ToolsWorkload:
         cases = load_cases(args.cases) if args.cases else demo_cases()
-        return cls(cases[: args.limit] if args.limit else cases)
+        if args.tool_choice == "required":
+            cases = [case for case in cases if case.expect is not None]
+        return cls(cases[: args.limit] if args.limit else cases, tool_choice=args.tool_choice)
 
     def phases(self) -> list[str]:
         return ["stream", "whole"]
@@ -128,6 +133,8 @@ class ToolsWorkload:
     async def run(self, ctx: PhaseContext) -> None:
         for number, case in enumerate(self.cases):
             request = {"messages": case.messages, "tools": case.tools} if ctx.client.api == "openai" else anthropic_case(case)
+            if self.tool_choice == "required":
+                request["tool_choice"] = "required" if ctx.client.api == "openai" else {"type": "any"}
             await ctx.send(request, stream=ctx.phase == "stream", labels={"case": number, "expect": case.expect})
 
     def outcomes(self, records: list[RequestRecord]) -> Counter[str]:

@@ -93,3 +93,11 @@ def test_models_listing_says_sniffing(gemma2: Path, tmp_path: Path, capsys: pyte
     out = capsys.readouterr().out
     assert f"  tool parser: {SNIFFED}\n  reasoning parser: none (chat template has no thinking)\n" in out
     assert "  tool parser: pythonic (pinned in config)\n" in out
+    assert out.count("  required tool calls: prompting only (constrained decoding covers hermes, llama3_json, qwen3_coder, qwen3_xml)\n") == 2
+
+
+def test_models_listing_says_when_required_calls_are_constrained(gemma2: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]):
+    config = tmp_path / "rapidmlx.toml"
+    config.write_text(f'[models.coder]\npath = "{gemma2}"\ntool_parser = "qwen3_xml"\n')
+    assert main(["models", "--config", str(config)]) == 0
+    assert "  required tool calls: constrained decoding (the family's format, arguments by their schemas)\n" in capsys.readouterr().out

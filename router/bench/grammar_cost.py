@@ -1,0 +1,146 @@
+"""``rapid-mlx bench grammar``: what constrained decoding costs the worker per step, and what a
+tool set costs to compile.
+
+In process, on one random-weight checkpoint (``bench make-model``, whose tokenizer llguidance
+reads): N sequences decode through the worker's scheduler, once free and once each under a JSON
+schema grammar (an array of at least 40 objects, so no sequence can finish early), alternating
+the two round by round; only decode steps are timed. Then the grammar of ``tool_choice:
+required`` over a 12-tool coding-agent set, built as the router builds it and compiled as the
+worker compiles it (first time, then from the worker's cache), with the time to the first mask.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from router.bench.step_cost import LAG_TOKENS, _ms_per_decode_step, _prompts
+
+ROW = {"type": "object", "properties": {"id": {"type": "integer", "minimum": 0, "maximum": 999},
+                                        "name": {"type": "string", "maxLength": 8}, "ok": {"type": "boolean"}},
+       "required": ["id", "name", "ok"], "additionalProperties": False}
+SCHEMA = {"type": "array", "items": ROW, "minItems": 40}
+
+
+def _tool(name: str, properties: dict, required: list[str]) -> dict:
+    return {"type": "function", "function": {"name": name, "description": f"The agent's {name} tool.", "parameters": {
+        "type": "object", "properties": properties, "required": required, "additionalProperties": False}}}
+
+
+_S, _I, _B = {"type": "string"}, {"type": "integer", "minimum": 0}, {"type": "boolean"}
+AGENT_TOOLS = [
+    _tool("read_file", {"path": _S, "offset": _I, "limit": _I}, ["path"]),
+    _tool("write_file", {"path": _S, "content": _S}, ["path", "content"]),
+    _tool("edit_file", {"path": _S, "old_string": _S, "new_string": _S, "replace_all": _B}, ["path", "old_string", "new_string"]),
+    _tool("bash", {"command": _S, "timeout_ms": {"type": "integer", "minimum": 1, "maximum": 600000}, "description": _S}, ["command"]),
+    _tool("grep", {"pattern": _S, "path": _S, "glob": _S, "ignore_case": _B, "context": _I,
+                   "output_mode": {"enum": ["content", "files_with_matches", "count"]}}, ["pattern"]),
+    _tool("glob", {"pattern": _S, "path": _S}, ["pattern"]),
+    _tool("list_dir", {"path": _S, "ignore": {"type": "array", "items": _S}}, ["path"]),
+    _tool("web_fetch", {"url": {"type": "string", "format": "uri"}, "prompt": _S}, ["url", "prompt"]),
+    _tool("todo_write", {"todos": {"type": "array", "items": {"type": "object", "properties": {
+        "content": _S, "status": {"enum": ["pending", "in_progress", "completed"]}, "id": _S},
+        "required": ["content", "status", "id"], "additionalProperties": False}}}, ["todos"]),
+    _tool("task", {"description": _S, "prompt": _S, "subagent_type": {"enum": ["general", "explore", "review"]}},
+          ["description", "prompt", "subagent_type"]),
+    _tool("ask_user", {"question": _S, "options": {"type": "array", "items": _S, "maxItems": 4}}, ["question"]),
+    _tool("search", {"query": _S, "limit": {"type": "integer", "minimum": 1, "maximum": 50}}, ["query"]),
+]
+
+
+@dataclass(frozen=True)
+class MaskCost:
+    sequences: int
+    free_ms: list[float]  # per round
+    constrained_ms: list[float]
+
+    @property
+    def ratios(self) -> list[float]:
+        return [c / f for c, f in zip(self.constrained_ms, self.free_ms)]
+
+
+def _time_step(model, compiler, grammar: str | None, count: int, steps: int) -> float:
+    from engines.protocol import AddRequest, SamplingParams
+    from engines.scheduler import Scheduler
+
+    scheduler = Scheduler(model, max_concurrency=count, prefill_step=512, max_context=4096)
+    for i, prompt in enumerate(_prompts(count)):
+        request = AddRequest(f"r{i}", prompt, steps + LAG_TOKENS, SamplingParams(temperature=0.0), [], grammar=grammar or "")
+        scheduler.add(request, compiler.matcher(grammar) if grammar else None)
+    try:
+        return _ms_per_decode_step(lambda: scheduler.step().outputs, count)[0]
+    finally:
+        scheduler.close()
+
+
+def measure(model_dir: Path | None, size: str, counts: list[int], steps: int, rounds: int) -> tuple[str, list[MaskCost], list[str]]:
+    import llguidance
+    from mlx_lm.utils import load_model
+    from transformers import AutoTokenizer
+
+    from engines.grammar import GrammarCompiler
+    from router.bench.models import make_model, parameter_count
+    from router.turn.structured import JSON_OPTIONS
+    from router.turn.tool_grammar import tool_call_grammar
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(model_dir) if model_dir else make_model(Path(tmp) / "m", size=size)
+        described = f"{path.name if model_dir else size} ({parameter_count(path) / 1e6:.1f}M parameters)"
+        model, _ = load_model(path)
+        tokenizer = AutoTokenizer.from_pretrained(path)
+        compiler = GrammarCompiler(path)
+        grammar = llguidance.LLMatcher.grammar_from_json_schema(json.dumps({**SCHEMA, "x-guidance": JSON_OPTIONS}))
+        compile_lines = _compile_costs(compiler, tokenizer, tool_call_grammar)
+        results = []
+        for count in counts:
+            _time_step(model, compiler, None, count, 4)  # warm up both paths at this width
+            _time_step(model, compiler, grammar, count, 4)
+            free, constrained = [], []
+            for _ in range(rounds):
+                free.append(_time_step(model, compiler, None, count, steps))
+                constrained.append(_time_step(model, compiler, grammar, count, steps))
+            results.append(MaskCost(count, free, constrained))
+        compiler.close()
+    return described, results, compile_lines
+
+
+def _compile_costs(compiler, tokenizer, tool_call_grammar) -> list[str]:
+    lines = []
+    start = time.perf_counter()
+    grammar = tool_call_grammar(AGENT_TOOLS, tool_parser="hermes", named=None, parallel=True, tokenizer=tokenizer,
+                                reasoning_parser="qwen3", thinking="maybe")
+    built = time.perf_counter() - start
+    compiler.matcher('start: "warm"')  # the tokenizer is built once per worker: not the grammar's cost
+    start = time.perf_counter()
+    matcher = compiler.matcher(grammar)
+    compiled = time.perf_counter() - start
+    start = time.perf_counter()
+    matcher.compute_bitmask()
+    first_mask = time.perf_counter() - start
+    start = time.perf_counter()
+    compiler.matcher(grammar)
+    cached = time.perf_counter() - start
+    lines.append(f"12 coding-agent tools, `tool_choice: required`, Hermes format after a qwen3 think block "
+                 f"({len(grammar)} bytes of grammar):")
+    lines.append("")
+    lines.append("| step | ms |")
+    lines.append("|---|---|")
+    for name, seconds in (("build the grammar (router)", built), ("compile it, first time (worker)", compiled),
+                          ("first mask", first_mask), ("compile it again (worker cache)", cached)):
+        lines.append(f"| {name} | {1000 * seconds:.2f} |")
+    return lines
+
+
+def report(described: str, results: list[MaskCost], compile_lines: list[str], steps: int) -> str:
+    lines = [f"model {described}; {steps} decode steps timed per run, greedy; constrained: a JSON array of >= 40 objects", "",
+             "| sequences | free ms/step (rounds) | constrained ms/step (rounds) | constrained / free (rounds) | median |",
+             "|---|---|---|---|---|"]
+    for cost in results:
+        lines.append(f"| {cost.sequences} | {' '.join(f'{v:.2f}' for v in cost.free_ms)} | "
+                     f"{' '.join(f'{v:.2f}' for v in cost.constrained_ms)} | {' '.join(f'{r:.3f}' for r in cost.ratios)} | "
+                     f"**{statistics.median(cost.ratios):.3f}** |")
+    return "\n".join([*lines, "", *compile_lines]) + "\n"
