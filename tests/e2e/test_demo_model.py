@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 
+import jsonschema
 import pytest
 
 from engines.demo import build
@@ -99,6 +100,20 @@ def test_readme_example_reads_the_result(oai):
     # Here: "In Lisbon is currently sunny at 21 degrees Celsius." (another BLAS may pick
     # other words at a near tie, so the test checks the facts).
     assert {"Lisbon", "sunny", "21"} <= set(answer.choices[0].message.content.replace(".", " ").split())
+
+
+def test_readme_structured_output_example_fits_its_schema(oai):
+    """The README's structured-outputs example, as written there: JSON valid against its schema."""
+    schema = {"type": "object", "properties": {"city": {"type": "string", "maxLength": 20},
+                                               "sky": {"enum": ["sunny", "cloudy", "rainy"]}},
+              "required": ["city", "sky"], "additionalProperties": False}
+    reply = oai.chat.completions.create(
+        model="demo", messages=[{"role": "user", "content": "What is the weather in Lisbon?"}],
+        response_format={"type": "json_schema", "json_schema": {"name": "weather", "schema": schema}})
+    # Here: {"city": "Lisbon is the larged", "sky" : "rainy" } (greedy; the words are the demo's).
+    value = json.loads(reply.choices[0].message.content)
+    jsonschema.validate(value, schema)
+    assert value["city"].startswith("Lisbon")
 
 
 def test_quantized_model_calls_the_tool(oai):
