@@ -18,7 +18,7 @@ from typing import Any
 from parsers.registry import tool_parser_name
 from router.turn.structured import JSON_OPTIONS, Thinking, lark_tag, with_reasoning
 
-__all__ = ["GRAMMAR_FAMILIES", "grammar_family", "tool_call_grammar"]
+__all__ = ["GRAMMAR_FAMILIES", "grammar_family", "lazy_tool_call_grammar", "tool_call_grammar"]
 
 
 def _function(tool: dict[str, Any]) -> tuple[str, dict[str, Any]]:
@@ -118,6 +118,28 @@ def tool_call_grammar(tools: list[dict[str, Any]], *, tool_parser: str | None, n
     call, separator, rules = GRAMMAR_FAMILIES[family](chosen, tokenizer)
     calls = f"one_call ({separator} one_call)*" if parallel else "one_call"
     body = f"{calls}\none_call: {call}\n" + "\n".join(rules)
+    lark = with_reasoning(body, tokenizer, None if thinking == "closed" else reasoning_parser, thinking)
+    return llguidance.LLMatcher.grammar_from_lark(lark)
+
+
+def lazy_tool_call_grammar(tools: list[dict[str, Any]], *, tool_parser: str | None, tokenizer, reasoning_parser: str | None,
+                           thinking: Thinking) -> str | None:
+    """``tool_choice`` auto with a ``strict`` tool: free text, but once the model opens a call
+    (the family's ``<tool_call>`` marker) the rest of the call follows its schema; None for a
+    family with no grammar here or no call marker (Llama 3 JSON calls are bare)."""
+    import llguidance
+
+    family = grammar_family(tool_parser)
+    if family is None or family == "llama3_json":
+        return None
+    call, _, rules = GRAMMAR_FAMILIES[family](tools, tokenizer)
+    opener = lark_tag("<tool_call>", tokenizer)
+    rest = call[len(opener):]
+    if opener.startswith("<["):  # a token: free text cannot contain it, so it opens the call
+        segment = f"segment: FREE {opener}{rest}"
+    else:  # text: its first occurrence opens the call
+        segment = f"segment: free_to_call{rest}\nfree_to_call[lazy]: /(.|\\n)*/ {opener}"
+    body = "segment* FREE\n" + segment + "\nFREE: /(.|\\n)*/\n" + "\n".join(rules)
     lark = with_reasoning(body, tokenizer, None if thinking == "closed" else reasoning_parser, thinking)
     return llguidance.LLMatcher.grammar_from_lark(lark)
 

@@ -20,7 +20,7 @@ from router.turn.fields import JsonPath, as_object, openai_path, opt_bool, opt_o
 from router.errors import InvalidRequestError, shown
 from router.pool import ModelHandle
 from router.turn.structured import OutputFormat, output_grammar, schema_problem, thinking_state
-from router.turn.tool_grammar import tool_call_grammar
+from router.turn.tool_grammar import lazy_tool_call_grammar, tool_call_grammar
 from router.turn.textgen import Generation, GenerationRequest, TokenInfo
 from router.turn.sampling import SamplingInput, build_sampling, resolve_max_tokens, stop_token_ids
 
@@ -208,22 +208,27 @@ async def prepare_turn(handle: ModelHandle, request: TurnRequest) -> Turn:
 
 
 def _grammar(handle: ModelHandle, request: TurnRequest, tools: list[dict[str, Any]] | None, prompt_text: str) -> str:
-    """What the output must follow: the response format, else the required tool call ("": free)."""
+    """What the output must follow: the response format, else the required tool call, else with a
+    ``strict`` tool the calls the model opens ("": free)."""
     thinking = thinking_state(prompt_text, handle.reasoning_parser)
     if request.output_format is not None:
         return output_grammar(request.output_format, tokenizer=handle.tokenizer, reasoning_parser=handle.reasoning_parser,
                               thinking=thinking)
     choice = request.tool_choice
-    if choice.mode not in ("required", "named") or not tools:
+    strict = choice.mode == "auto" and any(tool["function"].get("strict") for tool in tools or [])
+    if not tools or not (strict or choice.mode in ("required", "named")):
         return ""
-    chosen = [tool for tool in tools if choice.mode == "required" or tool["function"]["name"] == choice.name]
+    chosen = [tool for tool in tools if choice.mode != "named" or tool["function"]["name"] == choice.name]
     problems = [problem for tool in chosen if (problem := schema_problem(tool["function"].get("parameters") or {"type": "object"}))]
     if problems:  # the prompt's instruction alone, as before: a tool schema is no reason to refuse the request
         logger.warning("%s: tool_choice %s unconstrained: %s", handle.model_id, choice.mode, problems[0])
         return ""
-    return tool_call_grammar(tools, tool_parser=handle.tool_parser, named=choice.name if choice.mode == "named" else None,
-                             parallel=request.parallel_tool_calls, tokenizer=handle.tokenizer,
-                             reasoning_parser=handle.reasoning_parser, thinking=thinking) or ""
+    options = {"tool_parser": handle.tool_parser, "tokenizer": handle.tokenizer, "reasoning_parser": handle.reasoning_parser,
+               "thinking": thinking}
+    if strict:  # free text; a call, once opened, follows its schema
+        return lazy_tool_call_grammar(tools, **options) or ""
+    return tool_call_grammar(tools, named=choice.name if choice.mode == "named" else None,
+                             parallel=request.parallel_tool_calls, **options) or ""
 
 
 def _validated_tools(request: TurnRequest) -> list[dict[str, Any]] | None:

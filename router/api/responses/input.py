@@ -108,7 +108,8 @@ def _function(tool: dict[str, Any], at: JsonPath) -> dict[str, Any]:
     """A flat Responses function tool as the chat ``function`` object the template renders."""
     parameters = opt_object(tool, "parameters", at)
     function = {"name": req_str(tool, "name", at), "parameters": parameters or {"type": "object", "properties": {}}}
-    opt_bool(tool, "strict", at)
+    if opt_bool(tool, "strict", at):  # only when the client says so: constrained calls cost a mask per step
+        function["strict"] = True
     if description := opt_str(tool, "description", at):
         function["description"] = description
     return function

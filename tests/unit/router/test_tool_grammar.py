@@ -9,7 +9,7 @@ from transformers import AutoTokenizer
 
 from engines.demo.build import ARTIFACT_DIR
 from parsers import parse_output
-from router.turn.tool_grammar import GRAMMAR_FAMILIES, tool_call_grammar
+from router.turn.tool_grammar import GRAMMAR_FAMILIES, lazy_tool_call_grammar, tool_call_grammar
 
 TOKENIZER = AutoTokenizer.from_pretrained(ARTIFACT_DIR)  # <tool_call> and </tool_call> are added tokens
 LLT = llguidance.hf.from_tokenizer(TOKENIZER)
@@ -72,3 +72,15 @@ def test_the_call_follows_the_reasoning():
 @pytest.mark.parametrize("family", ["mistral", "kimi_k2", "auto", None, "no-such-parser"])
 def test_families_without_a_grammar_keep_prompting(family):
     assert grammar(family) is None
+
+
+@pytest.mark.parametrize("family", ["hermes", "qwen3_coder"])
+def test_strict_tools_leave_text_free_and_constrain_an_opened_call(family):
+    weather, _, _ = CALLS[family]
+    lazy = lazy_tool_call_grammar(TOOLS, tool_parser=family, tokenizer=TOKENIZER, reasoning_parser=None, thinking="maybe")
+    assert accepts(lazy, "No call needed: it is sunny.") and accepts(lazy, "Checking. " + weather + " Done.")
+    assert not accepts(lazy, "Checking. " + weather.replace("Oslo", "Oslo is a city in Norway"))
+
+
+def test_bare_json_calls_have_no_marker_to_start_a_lazy_grammar():
+    assert lazy_tool_call_grammar(TOOLS, tool_parser="llama3_json", tokenizer=TOKENIZER, reasoning_parser=None, thinking="maybe") is None
