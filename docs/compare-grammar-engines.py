@@ -669,7 +669,7 @@ def compare_masks(masks: dict, hf_tok) -> dict:
             continue
         only["llguidance"].update(np.flatnonzero(a[i] & ~b[i]).tolist())
         only["xgrammar"].update(np.flatnonzero(b[i] & ~a[i]).tolist())
-    top = {k: [f"`{show(hf_tok.decode([t]))}` ({c})" for t, c in v.most_common(6)] for k, v in only.items()}
+    top = {k: [f"{code(hf_tok.decode([t]))} ({c})" for t, c in v.most_common(6)] for k, v in only.items()}
     return {"steps": n, "same": same, "top": top, "distinct": {k: len(v) for k, v in only.items()}}
 
 
@@ -884,14 +884,15 @@ def check_features(engines, hf_tok) -> dict:
             msgs = [re.sub(r"^\[[^\]]*\]\s*\S+:\d+:\s*", "", line) for log in logs for line in log.splitlines()]
             text = " ".join(" ".join(msgs).split())
             warn = f" — warns: {text[:200]}{'…' if len(text) > 200 else ''}" if text else ""
+            allows = f"allows {', '.join(code(d) for d in leaked)}" if leaked else ""
             if not ok_valid:
-                verdict = ("valid doc rejected", f"`{show(valid)}` is masked out" + warn)
+                verdict = ("valid doc rejected", f"{code(valid)} is masked out" + (f"; {allows}" if allows else "") + warn)
             elif not invalids:
-                verdict = ("accepted", f"`{show(valid)}` allowed" + warn)
+                verdict = ("accepted", f"{code(valid)} allowed" + warn)
             elif len(leaked) == len(invalids):
-                verdict = ("silently ignored", f"allows {', '.join(f'`{show(d)}`' for d in leaked)}" + warn)
+                verdict = ("silently ignored", allows + warn)
             elif leaked:
-                verdict = ("partly enforced", f"allows {', '.join(f'`{show(d)}`' for d in leaked)}" + warn)
+                verdict = ("partly enforced", allows + warn)
             else:
                 verdict = ("supported", warn.lstrip(" —"))
             out[(feat, e.name)] = verdict
@@ -987,8 +988,22 @@ def import_costs(rounds: int) -> dict:
 # ---------------------------------------------------------------------------------------------
 
 def show(text: str) -> str:
-    """Text for a markdown cell: control characters as \\xNN, newlines as \\n."""
-    return "".join(c if ord(c) >= 32 else ("\\n" if c == "\n" else f"\\x{ord(c):02x}") for c in text)
+    """Text for a markdown cell: newlines as \\n, other unprintable characters as \\xNN / \\uNNNN."""
+    def one(c: str) -> str:
+        if c == "\n":
+            return "\\n"
+        if c.isprintable():
+            return c
+        return f"\\x{ord(c):02x}" if ord(c) < 256 else f"\\u{ord(c):04x}"
+    return "".join(one(c) for c in text)
+
+
+def code(text: str) -> str:
+    """A markdown code span for any text (backticks inside get a longer fence)."""
+    text = show(text)
+    fence = "``" if "`" in text else "`"
+    pad = " " if fence == "``" else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
 
 
 def table(header: list[str], rows: list[list]) -> str:
@@ -1047,7 +1062,10 @@ def render(args, engines, tokenizers, big_path, setup, steps, cross, batch, mlx_
             "Mask = one `fill_next_token_bitmask` into a numpy int32 bitmask; accept = `consume_token` / "
             "`accept_token`. JSON schema: one BugReport document; tools: one call of each of the 12 tools "
             "(a fresh matcher per call, same compiled grammar). Steps include the final mask that must allow "
-            "EOS. \"mask ms / output\" is the sum of mask times over one output (tools: mean per call).", ""]
+            "EOS. \"mask ms / output\" is the sum of mask times over one output (tools: mean per call). "
+            "The two tool grammars differ by design in one place: llguidance's `%json` covers the whole "
+            "`{\"name\": …, \"arguments\": …}` object (whitespace inside it is free), xgrammar's tag begins with "
+            "the literal `\\n{\"name\": \"…\", \"arguments\": `.", ""]
     rows = []
     for (t, g), per in steps.items():
         for n in names:
@@ -1102,8 +1120,9 @@ def render(args, engines, tokenizers, big_path, setup, steps, cross, batch, mlx_
         for n in names:
             status, detail = features[(feat, n)]
             cells.append(f"**{status}**" + (f": {detail}" if detail else ""))
-        rows.append([feat, f"`{json.dumps(schema)}`" if len(json.dumps(schema)) < 70 else "(see script)",
-                     f"`{show(valid)}`", ", ".join(f"`{show(d)}`" for d in invalids) or "–", *cells])
+        compact = json.dumps(schema, separators=(",", ":"))
+        rows.append([feat, code(compact) if len(compact) <= 120 else "(see FEATURES in the script)",
+                     code(valid), ", ".join(code(d) for d in invalids) or "–", *cells])
     out.append(table(["feature", "schema", "valid", "violating", *names], rows))
 
     out += ["", "## 5. Dependencies", "",

@@ -45,6 +45,9 @@ _TOOL_TEMPLATE: list[Rule] = [
     (("<start_function_call>",), "functiongemma"),
     (("[TOOL_CALLS]",), "mistral"),
     (("<|python_start|>",), "llama4_pythonic"),
+    # ToolACE (Llama 3 turns) describes pythonic [f(a=1)] calls; its ipython header
+    # only wraps tool results, so it must win over the llama3_json rules below.
+    (("[func_name1(params_name1=",), "pythonic"),
     (("<|python_tag|>",), "llama3_json"),
     (("<|start_header_id|>ipython",), "llama3_json"),
     (("<|tool_call_start|>",), "lfm2"),

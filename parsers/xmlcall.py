@@ -48,6 +48,9 @@ class XmlSyntax:
     block_close: tuple[str, ...] = ()
     skip: tuple[str, ...] = ()
     """Literal noise allowed before an invoke (Step-3's ``function<｜tool_sep｜>``)."""
+    skip_label: re.Pattern[str] | None = None
+    """Text allowed right after a ``skip`` literal, up to the invoke; ignored, as the
+    invoke tag names the call (Step-3's ``function<｜tool_sep｜>NAME\n``)."""
     trim_newline: bool = False
     """Drop one newline after the open tag and one before the close tag (Qwen3-Coder)."""
     fallback: Fallback = "string"
@@ -85,6 +88,7 @@ class XmlInvokeBlock(Block):
         self._calls = 0
         self._eof = False
         self._done = False
+        self._after_skip = False  # a skip literal was just consumed: a label may follow
 
     # -- Block protocol ----------------------------------------------------------------
 
@@ -147,7 +151,14 @@ class XmlInvokeBlock(Block):
         for lit in s.skip:
             if buf.startswith(lit):
                 self._consume(len(lit))
+                self._after_skip = True
                 return True
+        label = self._skip_label(buf)
+        if label is None:
+            return False
+        if label:
+            self._consume(label)
+            return True
         if buf.startswith(s.invoke_prefix):
             m = self._tag(s.invoke_open)
             if m is False:
@@ -160,6 +171,20 @@ class XmlInvokeBlock(Block):
         if self._waiting(buf, (s.invoke_prefix, *s.block_close, *s.skip)):
             return False
         return self._not_an_invoke()
+
+    def _skip_label(self, buf: str) -> int | None:
+        """Length of a label after a skip literal to drop (0: none); None: wait for more."""
+        pattern = self._s.skip_label
+        if not self._after_skip or pattern is None:
+            return 0
+        m = pattern.match(buf)
+        if m is None or not m.end():
+            self._after_skip = False
+            return 0
+        if m.end() == len(buf) and not self._eof:
+            return None  # the label may go on in the next chunk
+        self._after_skip = False
+        return m.end()
 
     def _not_an_invoke(self) -> bool:
         if not self._calls:

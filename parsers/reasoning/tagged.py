@@ -63,6 +63,9 @@ class HunyuanA13bReasoningParser(ReasoningParser):
     """Hunyuan-A13B: the ``<answer>`` wrapper is removed from content."""
 
     content_wrappers = ("<answer>", "</answer>")
+    # As SGLang's hunyuan detector: a call section opened before ``</think>`` ends the
+    # reasoning and is left in the content for the tool parser.
+    exit_markers = ("<tool_calls>",)
 
 
 class Ernie45ReasoningParser(ReasoningParser):

@@ -16,6 +16,9 @@ Laguna (``poolside_v1``) think by default in vLLM; their prompts open the block 
 
 from __future__ import annotations
 
+from typing import ClassVar
+
+from ..block import find_first
 from ..thinking import ReasoningParser
 
 __all__ = [
@@ -60,6 +63,10 @@ class DeepSeekV3ReasoningParser(ReasoningParser):
 class Glm45ReasoningParser(ReasoningParser):
     """GLM-4.5/4.6/4.7: the model writes ``<think>``; 4.6 puts an empty block in the prompt."""
 
+    # SGLang's glm45 detector: a call started before ``</think>`` ends the reasoning (the
+    # model skipped the closing tag), and the call stays in the content for the tool parser.
+    exit_markers = ("<tool_call>",)
+
 
 class KimiK2ReasoningParser(ReasoningParser):
     """Kimi K2-Thinking: a tool section may end the block without ``</think>``."""
@@ -93,7 +100,75 @@ class Step3ReasoningParser(ReasoningParser):
 
 
 class Step3p5ReasoningParser(Step3ReasoningParser):
-    """Step-3.5: ``<think>...</think>``, the opening tag optional."""
+    """Step-3.5: ``<think>...</think>``, the opening tag optional.
+
+    As in vLLM's step3p5 parser, text the model writes before its own ``<think>`` is
+    content (``Intro<think>r</think>Answer`` gives content ``IntroAnswer``), and one
+    newline right after ``</think>`` is dropped.  Reasoning never follows content in the
+    event stream, so that prefix is held back until the block ends.  vLLM looks for
+    ``<think>`` anywhere; here only an opening tag starting within ``prefix_window``
+    characters (and before any ``</think>``) counts, so reasoning of a prompt-opened
+    block is held back only that long before it streams.
+    """
+
+    prefix_window: ClassVar[int] = 128
+    _trim_newline = False  # the block just closed: one newline after it is dropped
+    _prefix = ""  # content written before the opening tag, sent when the block ends
+
+    def _start(self, eof: bool) -> bool:
+        stripped = self._buf.lstrip()
+        if not stripped or any(tag.startswith(stripped[: len(tag)]) for tag in self.open_tags):
+            return super()._start(eof)  # an opening tag at the start, or maybe one
+        decided = self._prefix_open(eof)
+        if decided is None:
+            return False
+        if not decided:
+            return super()._start(eof)
+        return True
+
+    def _prefix_open(self, eof: bool) -> bool | None:
+        """Did the model open its own block after a prefix?  None: not decidable yet.
+
+        True once the prefix was set aside and the tag consumed.
+        """
+        idx, tag = find_first(self._buf, self.open_tags + self.close_tags)
+        if 0 <= idx < self.prefix_window and tag in self.open_tags:
+            self._prefix = self._buf[:idx]
+            self._buf = self._buf[idx + len(tag) :]
+            self._state = "reasoning"  # not an aside: the prefix is this block's preamble
+            return True
+        if idx >= 0 or eof:
+            return False
+        longest = max(len(t) for t in self.open_tags)
+        # An opening tag starting inside the window may not have arrived whole yet.
+        return False if len(self._buf) >= self.prefix_window + longest - 1 else None
+
+    def _reasoning(self, eof: bool) -> bool:
+        before = self._state
+        progressed = super()._reasoning(eof)
+        if before != self._state and self._state == "content":
+            self._trim_newline = True
+            self._flush_prefix()
+        return progressed
+
+    def finish(self) -> None:
+        """End of output: a block left open still sends its prefix, after the reasoning."""
+        super().finish()
+        self._flush_prefix()
+
+    def _flush_prefix(self) -> None:
+        prefix, self._prefix = self._prefix, ""
+        self._forward(prefix)
+
+    def _content(self, eof: bool) -> bool:
+        if self._trim_newline:
+            if not self._buf:
+                return False
+            self._trim_newline = False
+            if self._buf.startswith("\n"):
+                self._buf = self._buf[1:]
+                return True
+        return super()._content(eof)
 
 
 class DeepSeekV4ReasoningParser(DeepSeekV3ReasoningParser):

@@ -9,7 +9,7 @@ Layout (one section, calls inside)::
 
 The id ``functions.NAME:IDX`` counts across the conversation and is returned verbatim.
 Variants: no ``functions.`` prefix; a bare counter, where the name is inferred from the
-argument keys when exactly one offered tool fits; the singular
+argument keys when exactly one offered tool fits (the counter is kept as the id); the singular
 ``<|tool_call_section_begin|>``.  A call whose id is neither (``functions.get.0``) is
 skipped, as vLLM does.  Text inside a section that is not a call (before the first
 call, between calls, after the last) is model noise and is dropped.  K2-Thinking may
@@ -47,8 +47,9 @@ def _parse_header(text: str) -> tuple[str | None, str | None] | None:
         return None
     name, idx = m.group("name"), m.group("idx")
     if idx is None:
-        # A bare counter carries no name: it comes from the arguments.
-        return (None, None) if name.isdigit() else None
+        # A bare counter carries no name (it comes from the arguments) but is the model's
+        # own id, kept as vLLM does; the sink replaces it if an earlier call used it.
+        return (None, name) if name.isdigit() else None
     return name.removeprefix("functions."), m.group("id")
 
 

@@ -63,6 +63,8 @@ _STEP3 = XmlSyntax(
     param_close="</steptml:parameter>",
     block_close=("<｜tool_call_end｜>",),
     skip=("function<｜tool_sep｜>",),
+    # Some Step-3 outputs repeat the function name after the separator (vLLM's tests).
+    skip_label=re.compile(r"[\w.\-]+"),
 )
 
 

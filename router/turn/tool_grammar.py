@@ -6,7 +6,8 @@ The grammar is written in the family's syntax, so the output parser reads it as 
 call: Hermes ``<tool_call>{"name", "arguments"}</tool_call>``, Llama 3 JSON
 ``{"name", "parameters"}`` and Qwen3-Coder's XML (``<function=N><parameter=K>``: string values as
 raw text, others as JSON). Families without a grammar here keep today's prompting
-(``GRAMMAR_FAMILIES`` says which); ``tool_choice`` auto leaves the output free.
+(``GRAMMAR_FAMILIES`` says which). With ``tool_choice`` auto and a ``strict`` tool, the text
+stays free and a call, once its marker opens it, follows the same grammar (``lazy_tool_call_grammar``).
 """
 
 from __future__ import annotations

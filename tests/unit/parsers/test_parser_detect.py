@@ -91,6 +91,9 @@ ERNIE = """{%- if message.tool_calls %}<tool_call>\\n{{ tool_call | tojson }}\\n
 LONGCAT = """{%- for tc in message.tool_calls %}<longcat_tool_call>{{ tc | tojson }}</longcat_tool_call>{%- endfor %}"""
 HY_V3 = """<tool_calls>{% for tc in message.tool_calls %}<tool_call>{{ tc.name }}<tool_sep>{% for k, v in args %}
 <arg_key>{{ k }}</arg_key><arg_value>{{ v }}</arg_value>{% endfor %}</tool_call>{% endfor %}</tool_calls>"""
+TOOLACE = """{{- "<|start_header_id|>system<|end_header_id|>\\n\\n" }}{%- if tools is not none %}{{- "To call functions,
+answer only in the format [func_name1(params_name1=params_value1), func_name2(params)]\\n" }}{%- endif %}
+{%- if message.role == "tool" %}{{- "<|start_header_id|>ipython<|end_header_id|>\\n\\n" + message.content }}{%- endif %}"""
 GIGACHAT3 = """{%- if message.function_call %}function call<|role_sep|>\\n{{ message.function_call | tojson }}{%- endif %}"""
 
 TEMPLATES = [
@@ -131,6 +134,7 @@ TEMPLATES = [
     ("longcat", LONGCAT, "longcat", None),
     ("hy_v3", HY_V3, "hy_v3", None),
     ("gigachat3", GIGACHAT3, "gigachat3", None),
+    ("toolace", TOOLACE, "pythonic", None),
 ]
 
 

@@ -21,6 +21,14 @@ CASES = [
     case("glm45/parallel-reasoning", "<think>Two lookups.</think>\nOn it.\n" + g45("get_weather", city="A") + "\n"
          + g45("get_time") + "<|observation|>", parser="glm45", reasoning_parser="glm45", reasoning="Two lookups.",
          content="On it.", calls=[call("get_weather", {"city": "A"}), call("get_time")]),
+    # SGLang's glm45 detector: a call opened before ``</think>`` ends the reasoning.
+    case("glm45/call-ends-open-think", "<think>Look up Oslo first" + g45("get_weather", city="Oslo"),
+         parser="glm45", reasoning_parser="glm45", reasoning="Look up Oslo first",
+         calls=[call("get_weather", {"city": "Oslo"})]),
+    case("glm45/call-ends-forced-think", "weighing it up\n" + g45("get_time"), parser="glm45",
+         reasoning_parser="glm45", forced=True, reasoning="weighing it up", calls=[call("get_time")]),
+    case("glm45/call-ends-think-no-tool-parser", "<think>hmm<tool_call>half a call", parser=None,
+         reasoning_parser="glm45", reasoning="hmm", content="<tool_call>half a call"),
     case("glm45/zero-arg", "<tool_call>get_time</tool_call>", parser="glm45", calls=[call("get_time")]),
     case("glm45/whitespace-kept", g45("write_file", path="a.txt", content="  two  spaces \n"), parser="glm45",
          calls=[call("write_file", {"path": "a.txt", "content": "  two  spaces \n"})]),

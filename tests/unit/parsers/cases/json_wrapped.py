@@ -32,6 +32,12 @@ CASES = [
     case("hunyuan/answer-wrapped", f"<think>\nneed weather\n</think>\n<answer>\n<tool_calls>[{W}]</tool_calls>\n</answer>",
          parser="hunyuan_a13b", reasoning_parser="hunyuan_a13b", reasoning="need weather",
          calls=[call("get_weather", {"city": "Paris"})]),
+    # SGLang's hunyuan detector: a call section opened before ``</think>`` ends the reasoning.
+    case("hunyuan/calls-end-open-think", f"<think>\nchecking Paris\n<tool_calls>[{W}]</tool_calls>",
+         parser="hunyuan_a13b", reasoning_parser="hunyuan_a13b", reasoning="checking Paris",
+         calls=[call("get_weather", {"city": "Paris"})]),
+    case("hunyuan/calls-end-think-no-tool-parser", "<think>plan<tool_calls>[{", parser=None,
+         reasoning_parser="hunyuan_a13b", reasoning="plan", content="<tool_calls>[{"),
     case("hunyuan/non-ascii", '<tool_calls>[{"name": "get_weather", "arguments": {"city": "北京"}}]</tool_calls>',
          parser="hunyuan_a13b", calls=[call("get_weather", {"city": "北京"})]),
     case("hunyuan/plain-answer", "<think>\nsimple\n</think>\n<answer>\nIt is 4.\n</answer>", parser="hunyuan_a13b",

@@ -20,7 +20,13 @@ CASES = [
     case("kimi/no-prefix", SB + c("get_weather:0", '{"city": "X", "days": null}') + SE, parser=P,
          calls=[call("get_weather", {"city": "X", "days": None}, id="get_weather:0")]),
     case("kimi/bare-counter-inferred", SB + c("0", '{"path": "a.txt", "content": "hi"}') + SE, parser=P,
-         calls=[call("write_file", {"path": "a.txt", "content": "hi"})]),
+         calls=[call("write_file", {"path": "a.txt", "content": "hi"}, id="0")]),
+    # vLLM keeps a bare counter as the call id; a counter already used gets a fresh id.
+    case("kimi/bare-counter-id-kept", "Checking. " + SB + c(" 4 ", '{"city": "Lima"}') + SE, parser=P,
+         content="Checking.", calls=[call("get_weather", {"city": "Lima"}, id="4")]),
+    case("kimi/bare-counter-id-reused", SB + c("1", '{"city": "Lima"}') + c("1", '{"path": "b", "content": ""}')
+         + SE, parser=P, calls=[call("get_weather", {"city": "Lima"}, id="1"),
+                                call("write_file", {"path": "b", "content": ""})]),
     case("kimi/bare-counter-ambiguous", SB + c("0", '{"x": 1}') + SE, parser=P,
          content=c("0", '{"x": 1}')),
     case("kimi/duplicate-native-id", SB + c("functions.get_time:0", "{}") + c("functions.get_time:0", "{}") + SE,

@@ -46,6 +46,17 @@ CASES = [
          content="Sure.", calls=[call("get_weather", {"city": "Paris", "days": 3})]),
     case("step3/parallel-whitespace", STEP_B + step3("write_file", path="a", content="  x\n  y  ") + step3("get_time")
          + STEP_E, parser="step3", calls=[call("write_file", {"path": "a", "content": "  x\n  y  "}), call("get_time")]),
+    # vLLM's step3 tests: the function name may follow the separator before the invoke.
+    case("step3/name-after-sep", STEP_B + "<｜tool_call_begin｜>function<｜tool_sep｜>write_file\n"
+         '<steptml:invoke name="write_file"><steptml:parameter name="path">\tsrc/a.py </steptml:parameter>'
+         '<steptml:parameter name="content">  def f():\n      pass\n</steptml:parameter></steptml:invoke>'
+         "<｜tool_call_end｜>" + STEP_B.replace("begin", "end"), parser="step3",
+         calls=[call("write_file", {"path": "\tsrc/a.py ", "content": "  def f():\n      pass\n"})]),
+    case("step3/name-after-sep-typed", STEP_B + "<｜tool_call_begin｜>function<｜tool_sep｜> get_weather "
+         '<steptml:invoke name="get_weather"><steptml:parameter name="city">Oslo</steptml:parameter>'
+         '<steptml:parameter name="days"> 2 </steptml:parameter></steptml:invoke><｜tool_call_end｜>'
+         + step3("get_time") + STEP_E, parser="step3",
+         calls=[call("get_weather", {"city": "Oslo", "days": 2}), call("get_time")]),
     case("step3/reasoning", "Let me see.</think>" + STEP_B + step3("get_time") + STEP_E, parser="step3",
          reasoning_parser="step3", reasoning="Let me see.", calls=[call("get_time")]),
     case("minimax_m2/text-escapes-non-ascii", "Here: " + m2(("write_file", [("path", "dir/北京.txt"),
