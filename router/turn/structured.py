@@ -18,7 +18,7 @@ from router.errors import InvalidRequestError
 from router.turn.parser_choice import prompt_closes_thinking, prompt_opens_thinking
 from router.turn.fields import JsonPath, as_object, kind_of, opt_bool, opt_object, opt_str, req_object
 
-__all__ = ["JSON_OPTIONS", "OutputFormat", "chat_response_format", "lark_tag", "with_reasoning", "output_grammar", "responses_text_format", "schema_problem", "thinking_state"]
+__all__ = ["JSON_OPTIONS", "OutputFormat", "anthropic_output_format", "chat_response_format", "lark_tag", "with_reasoning", "output_grammar", "responses_text_format", "schema_problem", "thinking_state"]
 
 # Whitespace the JSON may carry between its tokens: one space (json.dumps) or one newline with
 # indentation (pretty-printed), so that a model cannot pad the output without end.
@@ -60,6 +60,19 @@ def responses_text_format(text: Any, at: JsonPath) -> OutputFormat | None:
     if kind == "json_schema":
         return _schema_format(fmt, at / "format")
     return _plain_format(kind, at / "format")
+
+
+def anthropic_output_format(config: Any, at: JsonPath) -> OutputFormat | None:
+    """Anthropic Messages' ``output_config.format``: ``{"type": "json_schema", "schema": {...}}``."""
+    if config is None:
+        return None
+    fmt = opt_object(as_object(config, at), "format", at)
+    if fmt is None:
+        return None
+    kind = kind_of(fmt, at / "format")
+    if kind != "json_schema":
+        raise InvalidRequestError(f"{at / 'format' / 'type'}: Input should be 'json_schema'", param=str(at / "format" / "type"))
+    return _schema_format(fmt, at / "format")
 
 
 def _schema_format(spec: dict[str, Any], at: JsonPath) -> OutputFormat:

@@ -71,7 +71,7 @@ def _schema_format(name: str) -> dict:
 def test_every_json_schema_response_validates(oai: openai.OpenAI, model, name):
     for seed in range(3):
         reply = oai.chat.completions.create(model=model, messages=ASK, response_format=_schema_format(name),
-                                            temperature=1.0, seed=seed, max_tokens=256)
+                                            temperature=1.0, seed=seed, max_tokens=1024)
         choice = reply.choices[0]
         assert choice.finish_reason == "stop", choice
         jsonschema.validate(json.loads(choice.message.content), SCHEMAS[name])
@@ -80,7 +80,7 @@ def test_every_json_schema_response_validates(oai: openai.OpenAI, model, name):
 def test_json_object_responses_parse(oai: openai.OpenAI):
     for seed in range(3):
         reply = oai.chat.completions.create(model="tiny", messages=ASK, response_format={"type": "json_object"},
-                                            temperature=1.0, seed=seed, max_tokens=256)
+                                            temperature=1.0, seed=seed, max_tokens=1024)
         assert reply.choices[0].finish_reason in ("stop", "length")
         if reply.choices[0].finish_reason == "stop":
             assert isinstance(json.loads(reply.choices[0].message.content), dict)
@@ -88,13 +88,13 @@ def test_json_object_responses_parse(oai: openai.OpenAI):
 
 def test_streamed_json_schema_validates(oai: openai.OpenAI):
     chunks = oai.chat.completions.create(model="tiny", messages=ASK, response_format=_schema_format("nested"),
-                                         temperature=1.0, seed=5, max_tokens=256, stream=True)
+                                         temperature=1.0, seed=5, max_tokens=1024, stream=True)
     text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
     jsonschema.validate(json.loads(text), SCHEMAS["nested"])
 
 
 def test_responses_text_format_validates(oai: openai.OpenAI):
-    reply = oai.responses.create(model="tiny", input="Weather as JSON.", max_output_tokens=256, temperature=1.0,
+    reply = oai.responses.create(model="tiny", input="Weather as JSON.", max_output_tokens=1024, temperature=1.0,
                                  text={"format": {"type": "json_schema", "name": "w", "schema": SCHEMAS["enum_and_bool"]}})
     jsonschema.validate(json.loads(reply.output_text), SCHEMAS["enum_and_bool"])
 
@@ -120,10 +120,29 @@ def test_malformed_response_formats_are_400s(server: LiveServer, response_format
 def test_a_thinking_model_thinks_freely_then_answers_in_json(oai: openai.OpenAI, thinking):
     for seed in range(3):
         reply = oai.chat.completions.create(model="demo", messages=ASK, response_format=_schema_format("enum_and_bool"),
-                                            temperature=1.0, seed=seed, max_tokens=256,
+                                            temperature=1.0, seed=seed, max_tokens=1024,
                                             extra_body={"chat_template_kwargs": {"enable_thinking": thinking}})
         message = reply.choices[0].message
         assert reply.choices[0].finish_reason == "stop"
         jsonschema.validate(json.loads(message.content), SCHEMAS["enum_and_bool"])
         if not thinking:
             assert not message.model_extra.get("reasoning_content")
+
+
+def test_anthropic_output_config_format_validates(claude):
+    for _ in range(2):
+        # Thinking off: a random model's free thinking may not end within max_tokens.
+        message = claude.messages.create(model="tiny", max_tokens=1024, messages=ASK, thinking={"type": "disabled"},
+                                         output_config={"format": {"type": "json_schema", "schema": SCHEMAS["nested"]}})
+        assert message.stop_reason == "end_turn"
+        (text,) = [block.text for block in message.content if block.type == "text"]  # after any thinking block
+        jsonschema.validate(json.loads(text), SCHEMAS["nested"])
+
+
+def test_anthropic_unsupported_keyword_is_its_400(claude):
+    import anthropic
+
+    with pytest.raises(anthropic.BadRequestError) as caught:
+        claude.messages.create(model="tiny", max_tokens=16, messages=ASK,
+                               output_config={"format": {"type": "json_schema", "schema": {"type": "object", "not": {}}}})
+    assert caught.value.body["error"]["type"] == "invalid_request_error" and '"not"' in caught.value.body["error"]["message"]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from router.turn.structured import anthropic_output_format
 from router.turn.fields import (
     JsonPath, anthropic_path, as_object, expect, kind_of, opt_bool, opt_int, opt_object, opt_str, req_str,
 )
@@ -33,6 +34,7 @@ def to_turn_request(body: MessagesBody) -> TurnRequest:
         sampling=SamplingInput(temperature=body.temperature, top_p=body.top_p, top_k=body.top_k),
         stop=normalize_stop(body.stop_sequences, param="stop_sequences"),
         template_kwargs=_thinking_kwargs(body.thinking),
+        output_format=anthropic_output_format(body.output_config, anthropic_path("output_config")),
     )
 
 
