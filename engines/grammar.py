@@ -9,8 +9,8 @@ point to -inf; temperature, top-p/top-k, penalties and logit bias then act insid
 set. Once the grammar is complete only the request's stop tokens stay allowed.
 
 Why llguidance: docs/benchmarks.md ("Grammar engines") compares it with xgrammar on this
-machine; it needs no torch, and its grammars compile lazily (no ahead-of-time step whose cost
-grows with the schema).
+machine: it compiles a tool set 30-90x faster, refuses schema keywords it cannot enforce, and
+needs no torch; xgrammar's masks are faster by a few microseconds per token.
 """
 
 from __future__ import annotations
