@@ -51,9 +51,7 @@ def chat_response_format(value: Any, at: JsonPath) -> OutputFormat | None:
 
 def responses_text_format(text: Any, at: JsonPath) -> OutputFormat | None:
     """Responses' ``text.format``: the same types, the schema's fields beside ``type``."""
-    if text is None:
-        return None
-    fmt = opt_object(as_object(text, at), "format", at)
+    fmt = _format_in(text, at)
     if fmt is None:
         return None
     kind = kind_of(fmt, at / "format")
@@ -64,15 +62,17 @@ def responses_text_format(text: Any, at: JsonPath) -> OutputFormat | None:
 
 def anthropic_output_format(config: Any, at: JsonPath) -> OutputFormat | None:
     """Anthropic Messages' ``output_config.format``: ``{"type": "json_schema", "schema": {...}}``."""
-    if config is None:
-        return None
-    fmt = opt_object(as_object(config, at), "format", at)
+    fmt = _format_in(config, at)
     if fmt is None:
         return None
-    kind = kind_of(fmt, at / "format")
-    if kind != "json_schema":
+    if kind_of(fmt, at / "format") != "json_schema":
         raise InvalidRequestError(f"{at / 'format' / 'type'}: Input should be 'json_schema'", param=str(at / "format" / "type"))
     return _schema_format(fmt, at / "format")
+
+
+def _format_in(container: Any, at: JsonPath) -> dict[str, Any] | None:
+    """The ``format`` object of an optional ``text`` / ``output_config`` object."""
+    return None if container is None else opt_object(as_object(container, at), "format", at)
 
 
 def _schema_format(spec: dict[str, Any], at: JsonPath) -> OutputFormat:
