@@ -80,3 +80,20 @@ def test_a_complete_grammar_leaves_only_the_stop_tokens(setup):
     assert matcher.consume_tokens(tokenizer.encode("ok", add_special_tokens=False))
     mask = GrammarMask(matcher, prompt_tokens=0, stop_token_ids=[tokenizer.eos_token_id, 5], vocab_size=512)
     assert sorted(mask.allowed().nonzero()[0].tolist()) == sorted({tokenizer.eos_token_id, 5})
+
+
+def test_sampling_settings_act_inside_the_allowed_set(setup):
+    """logit_bias can favour an allowed token (and never re-allow a masked one); max_tokens
+    still ends a constrained sequence with finish_reason length."""
+    model, tokenizer, compiler = setup
+    stops = [tokenizer.eos_token_id]
+    grammar = llguidance.LLMatcher.grammar_from_lark('start: ("a" | "b")+')
+    a, b = (tokenizer.convert_tokens_to_ids(t) for t in ("a", "b"))
+    favour_b = SamplingParams(temperature=0.0, logit_bias={b: 50.0, 7: 100.0})  # 7 is outside the grammar
+    request = AddRequest("bias", prompt(1), 6, favour_b, stops, grammar=grammar)
+    outcome = run_requests(scheduler_for(model), [request], matchers={"bias": compiler.matcher(grammar)})["bias"]
+    assert outcome.tokens == [b] * 6 and outcome.last.finish_reason is FinishReason.LENGTH
+    favour_a = SamplingParams(temperature=1.0, seed=3, top_k=2, logit_bias={a: 50.0})
+    request = AddRequest("topk", prompt(2), 5, favour_a, stops, grammar=grammar)
+    outcome = run_requests(scheduler_for(model), [request], matchers={"topk": compiler.matcher(grammar)})["topk"]
+    assert outcome.tokens == [a] * 5
