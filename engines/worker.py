@@ -185,6 +185,10 @@ class EngineLoop:
         except GrammarError as exc:
             self._scheduler.reject(request.request_id, f"the grammar does not compile: {exc}", ErrorKind.INVALID_REQUEST)
             return
+        except Exception:  # the compile thread's failure (say, an unreadable tokenizer): this request's alone
+            logger.error("compiling the grammar of request %s failed", request.request_id, exc_info=True)
+            self._scheduler.reject(request.request_id, "the engine could not compile the request's grammar", ErrorKind.ENGINE)
+            return
         self._scheduler.add(request, matcher)
 
     def _step(self) -> None:

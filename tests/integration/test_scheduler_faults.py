@@ -19,17 +19,16 @@ from mlx_lm.utils import load_model
 from engines import sampling
 from engines.errors import EngineUnrecoverableError
 from engines.protocol import (
-    FRAME_HEADER,
     AddRequest,
     ErrorKind,
     FinishReason,
     SamplingParams,
     Shutdown,
     StepOutputs,
-    decode_output,
 )
 from engines.scheduler import ENGINE_FAILED, Scheduler
 from engines.worker import EngineLoop
+from tests.support.scheduling import read_outputs
 from tests.support.scheduling import run_to_completion as run
 
 SAMPLED = SamplingParams(temperature=1.0, logit_bias={2: -100.0})
@@ -143,25 +142,6 @@ def test_rebuild_gives_up_when_the_probe_fails(model, monkeypatch):
     monkeypatch.setattr(scheduler, "_model", broken_forward)
     with pytest.raises(EngineUnrecoverableError, match="probe"):
         scheduler.rebuild()
-
-
-def read_outputs(sock: socket.socket) -> list:
-    sock.settimeout(10)
-    data = b""
-    while True:
-        try:
-            chunk = sock.recv(1 << 16)
-        except TimeoutError:
-            break
-        if not chunk:
-            break
-        data += chunk
-    frames = []
-    while data:
-        (size,) = FRAME_HEADER.unpack(data[: FRAME_HEADER.size])
-        frames.append(decode_output(data[FRAME_HEADER.size : FRAME_HEADER.size + size]))
-        data = data[FRAME_HEADER.size + size :]
-    return frames
 
 
 def test_engine_loop_reports_failed_requests_then_stops_when_unrecoverable(model, monkeypatch):

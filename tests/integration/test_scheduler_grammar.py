@@ -97,3 +97,45 @@ def test_sampling_settings_act_inside_the_allowed_set(setup):
     request = AddRequest("topk", prompt(2), 5, favour_a, stops, grammar=grammar)
     outcome = run_requests(scheduler_for(model), [request], matchers={"topk": compiler.matcher(grammar)})["topk"]
     assert outcome.tokens == [a] * 5
+
+
+def test_the_engine_loop_fails_a_bad_grammar_alone_and_drops_one_aborted_while_compiling(setup, tmp_path):
+    """Compiles happen off the engine thread: a grammar that does not compile (or a compile that
+    fails outright, here a model directory without a tokenizer) fails its request only; a request
+    aborted before its grammar compiled never starts; a free request beside them completes."""
+    import queue
+    import socket
+
+    from engines.protocol import AbortRequest, ErrorKind, Shutdown, StepOutputs
+    from engines.worker import EngineLoop
+    from tests.support.scheduling import read_outputs
+
+    model, tokenizer, compiler = setup
+    stops = [tokenizer.eos_token_id]
+    greedy = SamplingParams(temperature=0.0)
+    ours, theirs = socket.socketpair()
+    inbox: queue.Queue = queue.Queue()
+    for message in (AddRequest("bad", prompt(1), 8, greedy, stops, grammar="start: NOPE\n"),
+                    AddRequest("gone", prompt(2), 8, greedy, stops, grammar=GRAMMAR),
+                    AbortRequest(["gone"]),
+                    AddRequest("free", prompt(3), 4, greedy, stops)):
+        inbox.put(message)
+    loop = EngineLoop(scheduler_for(model), inbox, theirs, compiler)
+    no_tokenizer = EngineLoop(scheduler_for(model), queue.Queue(), theirs, GrammarCompiler(tmp_path))
+    no_tokenizer._inbox.put(AddRequest("broken", prompt(1), 8, greedy, stops, grammar=GRAMMAR))
+
+    def run_for(engine: EngineLoop, seconds: float) -> None:
+        """Run the loop, then shut it down: long enough for the compiles and four free steps."""
+        import threading
+
+        threading.Timer(seconds, lambda: engine._inbox.put(Shutdown())).start()
+        engine.run()
+
+    run_for(loop, 3)
+    run_for(no_tokenizer, 3)
+    theirs.close()
+    finals = {d.request_id: d for f in read_outputs(ours) if isinstance(f, StepOutputs) for d in f.outputs if d.finish_reason}
+    assert finals["bad"].error_kind is ErrorKind.INVALID_REQUEST and "does not compile" in finals["bad"].error
+    assert finals["broken"].error_kind is ErrorKind.ENGINE
+    assert finals["free"].finish_reason is FinishReason.LENGTH and "gone" not in finals
+    assert loop.fatal is None and no_tokenizer.fatal is None

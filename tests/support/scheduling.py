@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import socket
 from dataclasses import dataclass, field
 
-from engines.protocol import AddRequest, TokenDelta
+from engines.protocol import FRAME_HEADER, AddRequest, TokenDelta, decode_output
 from engines.scheduler import Scheduler
 
 
@@ -37,3 +38,23 @@ def run_requests(scheduler: Scheduler, requests: list[AddRequest], max_steps: in
 def run_to_completion(scheduler: Scheduler, requests: list[AddRequest], max_steps: int = 2000) -> dict:
     """Add ``requests``, step until idle; each request id → (its tokens, its final delta or None)."""
     return {rid: (o.tokens, o.last) for rid, o in run_requests(scheduler, requests, max_steps).items()}
+
+
+def read_outputs(sock: socket.socket) -> list:
+    """Every frame a worker's engine loop wrote to ``sock`` until it went quiet or closed."""
+    sock.settimeout(10)
+    data = b""
+    while True:
+        try:
+            chunk = sock.recv(1 << 16)
+        except TimeoutError:
+            break
+        if not chunk:
+            break
+        data += chunk
+    frames = []
+    while data:
+        (size,) = FRAME_HEADER.unpack(data[: FRAME_HEADER.size])
+        frames.append(decode_output(data[FRAME_HEADER.size : FRAME_HEADER.size + size]))
+        data = data[FRAME_HEADER.size + size :]
+    return frames
