@@ -23,7 +23,20 @@ SSE_HEADERS = {
     "Connection": "keep-alive",
 }
 
-_encode = msgspec.json.Encoder().encode
+_json = msgspec.json.Encoder().encode
+# Characters JSON may carry raw but that str.splitlines() takes for line ends: a client reading
+# the stream with a line splitter such as httpx's iter_lines() would cut a frame in two at one
+# of them (a model writes them now and then). Escaped, the JSON decodes to the same text.
+# In UTF-8 no other character's bytes contain these sequences.
+_LINE_BREAKERS = ((b"\xc2\x85", b"\\u0085"), (b"\xe2\x80\xa8", b"\\u2028"), (b"\xe2\x80\xa9", b"\\u2029"))
+
+
+def _encode(payload: object) -> bytes:
+    data = _json(payload)
+    for raw, escaped in _LINE_BREAKERS:
+        if raw in data:
+            data = data.replace(raw, escaped)
+    return data
 
 
 def data_frame(payload: object) -> bytes:

@@ -62,3 +62,14 @@ def test_leaving_the_stream_closes_its_source_at_once():
         return closed
 
     assert asyncio.run(read_two()) == [True]
+
+
+def test_text_that_splitlines_takes_for_line_ends_is_escaped_in_frames():
+    """U+0085, U+2028 and U+2029 are valid raw in JSON, but a client splitting the stream with
+    str.splitlines() (httpx's iter_lines) would cut the frame there; escaped, the text survives."""
+    from router.sse import data_frame, event_frame
+
+    text = "a\u0085b\u2028c\u2029d é 日本 \U0001F600"
+    for frame in (data_frame({"content": text}), event_frame("delta", {"content": text})):
+        (data,) = [line for line in frame.decode().splitlines() if line.startswith("data: ")]
+        assert json.loads(data[len("data: "):]) == {"content": text}
