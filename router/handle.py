@@ -20,6 +20,7 @@ from router.errors import ModelUnavailableError
 from router.ops.config import ModelConfig
 from router.ops.memory import MemoryEstimate
 from router.ops.metrics.families import Metrics
+from router.turn.grammar_cache import GrammarCache
 from router.turn.parser_choice import ParserChoice, prompt_opens_thinking
 
 
@@ -56,6 +57,7 @@ class ModelHandle:
     retired: bool = False  # no longer routed to: replaced by a reload, or removed from the config
     draining: bool = False
     replaces: ModelHandle | None = None  # the handle this one takes over from once it is ready
+    grammars: GrammarCache = field(default_factory=GrammarCache)  # structured outputs' grammars, by what they are built from
     _load_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     _idle: asyncio.Event = field(default_factory=asyncio.Event)
     _token_text: dict[int, str] = field(default_factory=dict)

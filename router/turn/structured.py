@@ -18,7 +18,7 @@ from router.errors import InvalidRequestError
 from router.turn.parser_choice import prompt_closes_thinking, prompt_opens_thinking
 from router.turn.fields import JsonPath, as_object, kind_of, opt_bool, opt_object, opt_str, req_object
 
-__all__ = ["JSON_OPTIONS", "OutputFormat", "anthropic_output_format", "chat_response_format", "lark_tag", "with_reasoning", "output_grammar", "responses_text_format", "schema_problem", "thinking_state"]
+__all__ = ["JSON_OPTIONS", "OutputFormat", "anthropic_output_format", "chat_response_format", "lark_tag", "with_reasoning", "output_grammar", "output_grammar_text", "responses_text_format", "schema_problem", "thinking_state"]
 
 # Whitespace the JSON may carry between its tokens: one space (json.dumps) or one newline with
 # indentation (pretty-printed), so that a model cannot pad the output without end.
@@ -117,12 +117,17 @@ def output_grammar(fmt: OutputFormat, *, tokenizer, reasoning_parser: str | None
     Raises:
         InvalidRequestError: The schema uses what the grammar engine cannot enforce.
     """
-    import llguidance
-
     schema = fmt.schema if fmt.kind == "json_schema" else {"type": "object"}
     problem = schema_problem(schema)
     if problem:
         raise InvalidRequestError(f"{fmt.param}: the JSON schema cannot be enforced: {problem}", param=fmt.param)
+    return output_grammar_text(schema, tokenizer=tokenizer, reasoning_parser=reasoning_parser, thinking=thinking)
+
+
+def output_grammar_text(schema: dict[str, Any], *, tokenizer, reasoning_parser: str | None, thinking: Thinking) -> str:
+    """``output_grammar``'s grammar for a schema already checked by ``schema_problem``."""
+    import llguidance
+
     body = "%json " + json.dumps(_with_options(schema))
     lark = with_reasoning(body, tokenizer, None if thinking == "closed" else reasoning_parser, thinking)
     return llguidance.LLMatcher.grammar_from_lark(lark)

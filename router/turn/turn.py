@@ -19,8 +19,7 @@ from router.turn.template import RenderedPrompt, render_chat
 from router.turn.fields import JsonPath, as_object, openai_path, opt_bool, opt_object, opt_str, req_object, req_str
 from router.errors import InvalidRequestError, shown
 from router.pool import ModelHandle
-from router.turn.structured import OutputFormat, output_grammar, schema_problem, thinking_state
-from router.turn.tool_grammar import lazy_tool_call_grammar, tool_call_grammar
+from router.turn.structured import OutputFormat, thinking_state
 from router.turn.textgen import Generation, GenerationRequest, TokenInfo
 from router.turn.sampling import SamplingInput, build_sampling, resolve_max_tokens, stop_token_ids
 
@@ -209,26 +208,22 @@ async def prepare_turn(handle: ModelHandle, request: TurnRequest) -> Turn:
 
 def _grammar(handle: ModelHandle, request: TurnRequest, tools: list[dict[str, Any]] | None, prompt_text: str) -> str:
     """What the output must follow: the response format, else the required tool call, else with a
-    ``strict`` tool the calls the model opens ("": free)."""
+    ``strict`` tool the calls the model opens ("": free); from the model's grammar cache when an
+    earlier request built the same."""
     thinking = thinking_state(prompt_text, handle.reasoning_parser)
+    options = {"tokenizer": handle.tokenizer, "reasoning_parser": handle.reasoning_parser, "thinking": thinking}
     if request.output_format is not None:
-        return output_grammar(request.output_format, tokenizer=handle.tokenizer, reasoning_parser=handle.reasoning_parser,
-                              thinking=thinking)
+        return handle.grammars.output_grammar(request.output_format, **options)
     choice = request.tool_choice
     strict = choice.mode == "auto" and any(tool["function"].get("strict") for tool in tools or [])
     if not tools or not (strict or choice.mode in ("required", "named")):
         return ""
-    chosen = [tool for tool in tools if choice.mode != "named" or tool["function"]["name"] == choice.name]
-    problems = [problem for tool in chosen if (problem := schema_problem(tool["function"].get("parameters") or {"type": "object"}))]
-    if problems:  # the prompt's instruction alone, as before: a tool schema is no reason to refuse the request
-        logger.warning("%s: tool_choice %s unconstrained: %s", handle.model_id, choice.mode, problems[0])
-        return ""
-    options = {"tool_parser": handle.tool_parser, "tokenizer": handle.tokenizer, "reasoning_parser": handle.reasoning_parser,
-               "thinking": thinking}
-    if strict:  # free text; a call, once opened, follows its schema
-        return lazy_tool_call_grammar(tools, **options) or ""
-    return tool_call_grammar(tools, named=choice.name if choice.mode == "named" else None,
-                             parallel=request.parallel_tool_calls, **options) or ""
+    built = handle.grammars.tool_grammar(tools, mode="lazy" if strict else "required", tool_parser=handle.tool_parser,
+                                         named=choice.name if choice.mode == "named" else None,
+                                         parallel=request.parallel_tool_calls, **options)
+    if built.problem:  # the prompt's instruction alone, as before: a tool schema is no reason to refuse the request
+        logger.warning("%s: tool_choice %s unconstrained: %s", handle.model_id, choice.mode, built.problem)
+    return built.grammar
 
 
 def _validated_tools(request: TurnRequest) -> list[dict[str, Any]] | None:
