@@ -3,7 +3,7 @@
 Formats that write argument values as raw text (Qwen3-Coder XML, GLM, MiniMax, DSML,
 Step-3, Gemma) lose the JSON type; this module gets it back from the tool's JSON schema
 (``type`` lists, ``anyOf``/``oneOf``, ``nullable``, ``enum``), falling back to the raw
-string.  JSON formats keep the types the model wrote and never pass through here.
+string.  An object or array escaped once more, as inside a JSON string, is unescaped.  JSON formats keep the types the model wrote and never pass through here.
 """
 
 from __future__ import annotations
@@ -197,7 +197,8 @@ def coerce_value(raw: str, schema: dict | None, fallback: Fallback = "string") -
             try:
                 return lenient_literal(raw)
             except ValueError:
-                return raw
+                unescaped = _unescaped_container(raw)
+                return raw if unescaped is _NO_VALUE else unescaped
         return raw
     text = raw.strip()
     if "null" in types and text in ("null", "None"):
@@ -214,10 +215,30 @@ def coerce_value(raw: str, schema: dict | None, fallback: Fallback = "string") -
         try:
             value = lenient_literal(text)
         except ValueError:
-            value = _NO_VALUE
+            value = _unescaped_container(text) if types & {"object", "array"} else _NO_VALUE
         if value is not _NO_VALUE and (_json_type(value) in types or "string" not in types):
             return value
     return raw
 
 
 _NO_VALUE = object()
+
+
+def _unescaped_container(text: str) -> Any:
+    """An object or array written as the inside of a JSON string (``[{\\"id\\": 1}]``).
+
+    Models sometimes escape a JSON value once more, as if it sat inside a string; SGLang's
+    GLM detectors undo one level of escaping when the text does not parse as it is.
+
+    Returns:
+        The decoded object or array, or ``_NO_VALUE`` when the text is not one.
+    """
+    stripped = text.strip()
+    if not stripped.startswith(("{", "[")) or "\\" not in stripped:
+        return _NO_VALUE
+    try:
+        inner = json.loads(f'"{stripped}"')
+        value = lenient_literal(inner)
+    except ValueError:
+        return _NO_VALUE
+    return value if isinstance(value, (dict, list)) else _NO_VALUE

@@ -7,7 +7,8 @@ strings sit between ``<|"|>`` delimiter tokens, keys are bare (or quoted, as in
 ``<start_function_call>call:NAME{k:<escape>v<escape>,n:3}<end_function_call>``, where
 numbers and booleans may be escaped too: an escaped value is typed by the schema, and
 read as JSON when the schema says nothing (``<escape>42<escape>`` -> 42, as vLLM does).
-Bare numbers follow vLLM's reading, so ``108.`` is 108.0.  Calls are emitted whole when
+Bare numbers follow vLLM's reading, so ``108.`` is 108.0; ``key:`` with no value is "",
+and a key may follow a closed value without a comma (as vLLM reads both).  Calls are emitted whole when
 their end marker arrives (streaming partial numbers is how ``108.`` became ``108.0``);
 a FunctionGemma call complete but for its end marker still counts at the end of output.
 """
@@ -76,9 +77,8 @@ class _Syntax:
             return items, i + 1, False
         m = _BARE.match(self.t, i)
         raw = m.group().strip()
-        if not raw:
-            raise ValueError("empty value")
-        return _bare(raw), m.end(), False
+        # ``key:`` with nothing before the next ``,``/``}`` is an empty value (vLLM reads "").
+        return (_bare(raw) if raw else ""), m.end(), False
 
     def mapping(self, i: int, typed_for: tuple[str, ToolSet] | None = None) -> tuple[dict, int]:
         """An object; with ``typed_for`` (the call's top level) values are schema-typed."""
@@ -96,15 +96,23 @@ class _Syntax:
                 if not m:
                     raise ValueError("expected a key")
                 key, i = m.group(1), m.end()
-            value, i, quoted = self.value(i)
+            value, end, quoted = self.value(i)
             if quoted and typed_for is not None:
                 value = self.typed(value, typed_for[1].property_schema(typed_for[0], key))
             out.setdefault(key, value)
-            i = self.ws(i)
+            i = self.ws(end)
             if self.t.startswith(",", i):
                 i += 1
-            elif not self.t.startswith("}", i):
+            elif not self.t.startswith("}", i) and not (self._closed(quoted, end) and self._key_at(i)):
                 raise ValueError("expected ',' or '}'")
+
+    def _closed(self, quoted: bool, end: int) -> bool:
+        """The value ended on its own closer (a delimiter, ``}`` or ``]``), not at a comma."""
+        return quoted or self.t[end - 1 : end] in ("}", "]")
+
+    def _key_at(self, i: int) -> bool:
+        """A key starts here: models drop the comma after a closed value (vLLM reads on)."""
+        return self.t.startswith(self.d, i) or _KEY.match(self.t, i) is not None
 
     def typed(self, text: str, schema: dict | None) -> object:
         """A delimited top-level value: typed by its schema, else maybe JSON, else text."""

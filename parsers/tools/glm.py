@@ -9,7 +9,9 @@ GLM writes the name, then pairs whose values are raw for strings and JSON otherw
 
 (GLM-4.7 drops the newlines; a zero-argument call is ``<tool_call>name</tool_call>``.)
 Values are typed by the tool schema, else parsed as JSON when they are JSON, else kept
-as the raw string.  LongCat uses ``<longcat_tool_call>`` with ``longcat_``-prefixed pair
+as the raw string; a string value the model quoted (``"London"``) loses its quotes.  Drifted
+bodies mlx-lm's glm47 parser reads are accepted for offered tools: ``NAME {json}``,
+``NAME\n{json}`` and ``NAME key=value key2="two words"``.  LongCat uses ``<longcat_tool_call>`` with ``longcat_``-prefixed pair
 tags or a JSON body; Hunyuan v3 puts ``<tool_sep>`` after the name inside ``<tool_calls>``.
 Calls are emitted whole when their block closes; a block cut off by the end of output
 returns as content.
@@ -17,18 +19,23 @@ returns as content.
 
 from __future__ import annotations
 
+import json
 import re
+import shlex
 from functools import cache
 
 from ..base import RawCall
 from ..block import Block, BufferedBlock
 from ..engine import ToolStream
 from ..jsoncall import json_body_calls
-from ..schema import ToolSet, coerce_value
+from ..schema import ToolSet, coerce_value, lenient_literal
 
 __all__ = ["Glm45ToolParser", "Glm47ToolParser", "HyV3ToolParser", "LongcatToolParser"]
 
 _NAME = re.compile(r"[\w.\-:/]+\Z")
+# The first line of a body: a name, maybe followed by ``{json`` or ``key=value`` pairs
+# (mlx-lm's lenient forms), or by the start of a key still being written.
+_HEAD = re.compile(r"[\w.\-:/]+(?:[ \t]+(?:\{.*|[A-Za-z_][\w.\-]*=.*|[A-Za-z_][\w.\-]*)?)?\Z", re.S)
 
 
 @cache
@@ -52,7 +59,7 @@ def parse_kv_body(body: str, tools: ToolSet, *, prefix: str = "", name_sep: str 
     cut = text.find(name_sep) if name_sep else text.find(key_tag)
     name = (text if cut < 0 else text[:cut]).strip()
     if not _NAME.match(name):
-        return None
+        return _plain_text_call(text, tools)
     rest = "" if cut < 0 else text[cut + len(name_sep) :]
     pairs, pos, regex = {}, 0, _pair_regex(prefix)
     while pos < len(rest):
@@ -63,9 +70,60 @@ def parse_kv_body(body: str, tools: ToolSet, *, prefix: str = "", name_sep: str 
             break
         key = m.group("key").strip()
         if key not in pairs:
-            pairs[key] = coerce_value(m.group("value"), tools.property_schema(name, key), "json")
+            pairs[key] = _typed_value(m.group("value"), tools.property_schema(name, key))
         pos = m.end()
     return [RawCall(name, pairs)]
+
+
+def _typed_value(raw: str, schema: dict | None) -> object:
+    """A pair value typed by its schema; a string written as a JSON literal loses its quotes.
+
+    GLM's template writes string values bare, so ``"London"`` is the model quoting the
+    value (SGLang's GLM detectors and mlx-lm's glm47 unquote it; vLLM only when the schema
+    type is not spelled ``string``).
+    """
+    value = coerce_value(raw, schema, "json")
+    text = raw.strip()
+    if isinstance(value, str) and len(text) >= 2 and text[0] == text[-1] == '"':
+        try:
+            inner = json.loads(text)
+        except ValueError:
+            return value
+        return inner if isinstance(inner, str) else value
+    return value
+
+
+_PLAIN = re.compile(r"(?P<name>[\w.\-:/]+)[ \t]*\n?[ \t]*(?P<rest>.*)\Z", re.S)
+_KV_KEY = re.compile(r"[A-Za-z_][\w.\-]*\Z")
+
+
+def _plain_text_call(text: str, tools: ToolSet) -> list[RawCall] | None:
+    """Drifted bodies mlx-lm's glm47 parser accepts: ``NAME {json}`` or ``NAME k=v k2=v2``.
+
+    Only for an offered tool, and only when every token after the name is ``key=value``,
+    so a sentence after the tag stays prose.
+    """
+    m = _PLAIN.match(text)
+    if m is None or not tools.offered(m.group("name")) or not m.group("rest").strip():
+        return None
+    name, rest = m.group("name"), m.group("rest").strip()
+    if rest.startswith("{"):
+        try:
+            arguments = lenient_literal(rest)
+        except ValueError:
+            return None
+        return [RawCall(name, arguments)] if isinstance(arguments, dict) else None
+    try:
+        tokens = shlex.split(rest)
+    except ValueError:
+        return None
+    arguments: dict = {}
+    for token in tokens:
+        key, eq, value = token.partition("=")
+        if not eq or not _KV_KEY.match(key):
+            return None
+        arguments.setdefault(key, coerce_value(value, tools.property_schema(name, key), "json"))
+    return [RawCall(name, arguments)] if arguments else None
 
 
 class Glm45ToolParser(ToolStream):
@@ -97,7 +155,7 @@ class Glm45ToolParser(ToolStream):
             return True
         stop = min((i for i in (head.find("<"), head.find("\n")) if i >= 0), default=len(head))
         first = head[:stop].strip()
-        return bool(_NAME.match(first)) if first else True
+        return bool(_HEAD.match(first)) if first else True
 
 
 class Glm47ToolParser(Glm45ToolParser):

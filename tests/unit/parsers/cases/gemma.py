@@ -54,4 +54,21 @@ CASES = [
          calls=[call("search", {"ratio": -0.5, "limit": 7, "filters": {"a": 1.0, "b": None, "c": [2.0, 1000.0]}})]),
     case("gemma4/untyped-string-stays-text", f"<|tool_call>call:get_weather{{city:{Q}Oslo{Q},zip:{Q}0150{Q}}}"
          "<tool_call|>", parser="gemma4", calls=[call("get_weather", {"city": "Oslo", "zip": "0150"})]),
+    # vLLM test_gemma4_tool_parser (test_empty_value): ``key:`` with no value is "".
+    case("gemma4/empty-value-last", f"<|tool_call>call:get_weather{{city:{Q}Oslo{Q},unit:}}<tool_call|>",
+         parser="gemma4", calls=[call("get_weather", {"city": "Oslo", "unit": ""})]),
+    case("gemma4/empty-value-first", f"<|tool_call>call:get_weather{{unit: ,city:{Q}Oslo{Q}}}<tool_call|>",
+         parser="gemma4", calls=[call("get_weather", {"unit": "", "city": "Oslo"})]),
+    # vLLM test_functiongemma_tool_parser (streamed two/three keys): no comma between the pairs.
+    case("functiongemma/keys-without-commas", "<start_function_call>call:get_weather{city:<escape>NYC<escape>"
+         "unit:<escape>C<escape>}<end_function_call>", parser="functiongemma",
+         calls=[call("get_weather", {"city": "NYC", "unit": "C"})]),
+    case("functiongemma/three-keys-without-commas", "<start_function_call>call:search{query:<escape>python<escape>"
+         "limit:<escape>10<escape>tags:[<escape>a<escape>]exact:<escape>true<escape>}<end_function_call>",
+         parser="functiongemma", calls=[call("search", {"query": "python", "limit": 10, "tags": ["a"], "exact": True})]),
+    case("gemma4/keys-without-commas", f"<|tool_call>call:get_weather{{city:{Q}Oslo{Q} days:2}}<tool_call|>",
+         parser="gemma4", calls=[call("get_weather", {"city": "Oslo", "days": 2})]),
+    case("functiongemma/bare-values-need-commas", "<start_function_call>call:search{limit:10 exact:true}"
+         "<end_function_call>", parser="functiongemma",
+         content="<start_function_call>call:search{limit:10 exact:true}<end_function_call>"),
 ]

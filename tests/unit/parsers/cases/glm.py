@@ -3,6 +3,17 @@
 from parser_case_common import call, case
 
 
+def _tool(name, **props):
+    return {"type": "function", "function": {"name": name, "parameters": {"type": "object", "properties": props}}}
+
+
+MULTIPLY = [_tool("multiply", a={"type": "number"}, b={"type": "number"})]
+TEMPERATURE = [_tool("get_current_temperature", location={"type": "str"})]
+TODO_WRITE = [_tool("todo_write", todos={"type": "array"})]
+ESC_TODOS = r'[{\"id\": \"1\", \"task\": \"Check the backend\", \"status\": \"in_progress\"}, ' \
+    r'{\"id\": \"2\", \"task\": \"Write the report\", \"status\": \"pending\"}]'
+
+
 def g45(name, **kv):
     return f"<tool_call>{name}\n" + "".join(f"<arg_key>{k}</arg_key>\n<arg_value>{v}</arg_value>\n" for k, v in kv.items()) + "</tool_call>"
 
@@ -66,4 +77,40 @@ CASES = [
          parser="longcat", content="Two.", calls=[call("get_time"), call("get_weather", {"city": "Z"})]),
     case("hy_v3/truncated", "<tool_calls><tool_call>get_weather<tool_sep><arg_key>city</arg_key><arg_value>Os",
          parser="hy_v3", truncated=True, content="<tool_call>get_weather<tool_sep><arg_key>city</arg_key><arg_value>Os"),
+    # mlx-lm tests/test_tool_parsing.py (glm47): lenient bodies after the tag.
+    case("glm47/plain-key-value", "<tool_call>multiply a=12234585 b=48838483920</tool_call>", parser="glm47",
+         tools=MULTIPLY, calls=[call("multiply", {"a": 12234585, "b": 48838483920})]),
+    case("glm47/plain-key-value-quoted", '<tool_call>get_weather city="New York" days=3</tool_call>', parser="glm47",
+         calls=[call("get_weather", {"city": "New York", "days": 3})]),
+    case("glm47/name-newline-json", '<tool_call>get_weather\n{"city": "Rome", "days": 2}</tool_call>', parser="glm47",
+         calls=[call("get_weather", {"city": "Rome", "days": 2})]),
+    case("glm47/name-space-json", '<tool_call>get_weather {"city": "Rome"}</tool_call>', parser="glm47",
+         calls=[call("get_weather", {"city": "Rome"})]),
+    case("glm47/plain-words-are-prose", "<tool_call>tags are used here</tool_call>", parser="glm47",
+         content="<tool_call>tags are used here</tool_call>"),
+    case("glm47/plain-unoffered-name-is-prose", "<tool_call>shutdown now=1</tool_call>", parser="glm47",
+         content="<tool_call>shutdown now=1</tool_call>"),
+    # A value the model quoted as a JSON string is that string: SGLang's GLM detectors always; mlx-lm's
+    # glm47 and vLLM's glm4 only when the type is not spelled "string" (they keep the quotes then; we follow SGLang).
+    case("glm47/quoted-string-value", '<tool_call>get_current_temperature<arg_key>location</arg_key>'
+         '<arg_value>"London"</arg_value></tool_call>', parser="glm47", tools=TEMPERATURE,
+         calls=[call("get_current_temperature", {"location": "London"})]),
+    case("glm47/quoted-string-value-typed-string", g47("get_weather", city='"Oslo"'), parser="glm47",
+         calls=[call("get_weather", {"city": "Oslo"})]),
+    # SGLang test_glm47_moe_detector (test_array_argument_with_escaped_json): a JSON array escaped once.
+    case("glm47/escaped-json-array", g47("todo_write", todos=ESC_TODOS), parser="glm47", tools=TODO_WRITE,
+         calls=[call("todo_write", {"todos": [{"id": "1", "task": "Check the backend", "status": "in_progress"},
+                                              {"id": "2", "task": "Write the report", "status": "pending"}]})]),
+    case("glm47/escaped-json-windows-path",
+         g47("todo_write", todos=r'[{\"id\": \"1\", \"task\": \"Check file at C:\\\\Users\\\\test.txt\"}]'),
+         parser="glm47", tools=TODO_WRITE,
+         calls=[call("todo_write", {"todos": [{"id": "1", "task": "Check file at C:\\Users\\test.txt"}]})]),
+    case("glm45/escaped-json-literal-backslash-n",
+         g45("todo_write", todos=r'[{\"id\": \"1\", \"task\": \"Print \\\\n to see newline\"}]'),
+         parser="glm45", tools=TODO_WRITE,
+         calls=[call("todo_write", {"todos": [{"id": "1", "task": "Print \\n to see newline"}]})]),
+    case("glm47/escaped-json-untyped-object", g47("get_weather", city="X", extra=r'{\"k\": [1, 2]}'),
+         parser="glm47", calls=[call("get_weather", {"city": "X", "extra": {"k": [1, 2]}})]),
+    case("glm47/escaped-text-in-string-stays", g47("write_file", path="a", content=r'[{\"id\": 1}]'),
+         parser="glm47", calls=[call("write_file", {"path": "a", "content": r'[{\"id\": 1}]'})]),
 ]
