@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from .base import NotACallError
 from .block import Block, find_first, partial_suffix_len
+from .jsonstream import JsonReader, JsonSyntaxError
 from .schema import Fallback, coerce_value, lenient_literal
 
 if TYPE_CHECKING:
@@ -57,6 +58,8 @@ class XmlSyntax:
     unwrap_keys: tuple[str, ...] = ()
     """A lone parameter with one of these names, absent from the schema, holding an object
     whose keys the schema declares, is the whole arguments (DSML's ``arguments``/``input``)."""
+    json_body: bool = False
+    """An invoke may hold one JSON object instead of parameters (DSML, as SGLang reads it)."""
     open_ends_param: bool = False
     """A parameter open tag at a line start inside a value, naming a parameter not given
     yet (one the schema declares, when it declares any), ends that value: models drop
@@ -110,7 +113,7 @@ class XmlInvokeBlock(Block):
     # -- driver --------------------------------------------------------------------------
 
     def _run(self) -> None:
-        step = {"outer": self._outer, "invoke": self._invoke, "value": self._value}
+        step = {"outer": self._outer, "invoke": self._invoke, "value": self._value, "json": self._json}
         while not self._done and step[self._state]():
             pass
 
@@ -197,6 +200,7 @@ class XmlInvokeBlock(Block):
             raise NotACallError("invoke without a name")
         self._name, self._args, self._members = name, {}, 0
         self._deferred: tuple[str, Any] | None = None
+        self._json_args = False  # the arguments came as one JSON object
         self._sink.start(name)
         self._state = "invoke"
 
@@ -209,7 +213,11 @@ class XmlInvokeBlock(Block):
             self._consume(len(s.invoke_close))
             self._close_invoke()
             return True
-        if buf.startswith(s.param_prefix):
+        if s.json_body and buf.startswith("{") and not self._members and self._deferred is None:
+            self._reader = JsonReader()
+            self._state = "json"
+            return True
+        if buf.startswith(s.param_prefix) and not self._json_args:
             m = self._tag(s.param_open)
             if m is False:
                 return False
@@ -222,6 +230,22 @@ class XmlInvokeBlock(Block):
             return False
         lt = buf.find("<", 1)  # stray text between parameters: skip it
         self._consume(lt if lt > 0 else len(buf))
+        return True
+
+    def _json(self) -> bool:
+        """A JSON object as the whole arguments, streamed as it re-emits compactly."""
+        try:
+            used = self._reader.feed(self._buf)
+        except JsonSyntaxError as exc:
+            raise NotACallError(f"bad JSON arguments: {exc}") from None
+        self._consume(used)
+        self._sink.args(self._reader.take())
+        if not self._reader.done:
+            return False
+        if not isinstance(self._reader.value, dict):
+            raise NotACallError("the JSON arguments are not an object")
+        self._args, self._json_args, self._members = self._reader.value, True, 1
+        self._state = "invoke"
         return True
 
     # -- parameters ------------------------------------------------------------------------
@@ -397,7 +421,7 @@ class XmlInvokeBlock(Block):
             self._args = inner
             self._deferred = None
             self._sink.args(json.dumps(self._args, ensure_ascii=False, separators=(",", ":")))
-        else:
+        elif not self._json_args:
             self._flush_deferred()
             self._sink.args("}" if self._members else "{}")
         self._sink.end(self._args)

@@ -14,7 +14,8 @@ so the output starts inside the reasoning).  V3.2 (``<｜DSML｜function_calls>`
 text whatever the schema says, a ``string="false"`` value is JSON typed by the schema.  A
 lone ``arguments``/``input`` parameter the schema does not declare, holding an object (or
 its JSON text) whose keys the schema declares, is unwrapped into the arguments (vLLM's
-rule).  The bars and spaces are U+FF5C and U+2581, copied byte-exactly.
+rule).  An invoke holding a JSON object instead of parameters takes it as the arguments
+(SGLang's DSML detector).  The bars and spaces are U+FF5C and U+2581, copied byte-exactly.
 """
 
 from __future__ import annotations
@@ -75,6 +76,7 @@ def _dsml(wrapper: str) -> XmlSyntax:
         param_close="</" + bar + "parameter>",
         block_close=("</" + bar + wrapper + ">",),
         unwrap_keys=("arguments", "input"),
+        json_body=True,
     )
 
 

@@ -116,4 +116,22 @@ CASES = [
          calls=[call("get_weather", {"city": "SF"})]),
     case("deepseek_v4/rejects-v32-wrapper", "Text " + dsml("function_calls", ("get_time", [])), parser="deepseek_v4",
          content="Text " + dsml("function_calls", ("get_time", []))),
+    # SGLang test_function_call_parser (TestDeepSeekV32Detector, json format): an invoke holding JSON.
+    case("deepseek_v32/json-body",
+         "I'll look both up.\n\n        <｜DSML｜function_calls>\n            <｜DSML｜invoke name=\"get_weather\">\n"
+         '            {\n                "city": "San Francisco"\n            }\n        </｜DSML｜invoke>\n'
+         '            <｜DSML｜invoke name="search">\n            {\n                "query": "WebNav benchmark",\n'
+         '                "limit": 10,\n                "tags": ["web"]\n            }\n        </｜DSML｜invoke>\n'
+         "        </｜DSML｜function_calls>\n        ", parser="deepseek_v32", content="I'll look both up.",
+         calls=[call("get_weather", {"city": "San Francisco"}),
+                call("search", {"query": "WebNav benchmark", "limit": 10, "tags": ["web"]})]),
+    case("deepseek_v32/json-body-then-params-ignored",
+         '<｜DSML｜function_calls>\n<｜DSML｜invoke name="get_weather">{"city": "Oslo"}\n'
+         '<｜DSML｜parameter name="days" string="false">3</｜DSML｜parameter>\n</｜DSML｜invoke>\n</｜DSML｜function_calls>',
+         parser="deepseek_v32", calls=[call("get_weather", {"city": "Oslo"})]),
+    case("deepseek_v4/json-body", '<｜DSML｜tool_calls>\n<｜DSML｜invoke name="get_time">\n{}\n</｜DSML｜invoke>\n'
+         "</｜DSML｜tool_calls>", parser="deepseek_v4", calls=[call("get_time")]),
+    case("deepseek_v32/json-body-truncated", '<｜DSML｜function_calls>\n<｜DSML｜invoke name="get_weather">\n{"city": "Os',
+         parser="deepseek_v32", truncated=True,
+         content='<｜DSML｜function_calls>\n<｜DSML｜invoke name="get_weather">\n{"city": "Os'),
 ]
