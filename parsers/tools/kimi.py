@@ -12,7 +12,8 @@ Variants: no ``functions.`` prefix; a bare counter, where the name is inferred f
 argument keys when exactly one offered tool fits (the counter is kept as the id); the singular
 ``<|tool_call_section_begin|>``.  A call whose id is neither (``functions.get.0``) is
 skipped, as vLLM does.  Text inside a section that is not a call (before the first
-call, between calls, after the last) is model noise and is dropped.  K2-Thinking may
+call, between calls, after the last) is model noise and is dropped; a section end that
+closes nothing, before any call, is text like the rest of a message that holds no call.  K2-Thinking may
 open the section before ``</think>``, which ends the reasoning.
 """
 
@@ -120,6 +121,9 @@ class KimiK2ToolParser(ToolStream):
             self._in_section = True
             return _SectionNoise(self)
         if marker in _SECTION_ENDS:
+            if not self._in_section and not self.sink.calls_started:
+                # Closes nothing: the text around it is not a call (SGLang and vLLM keep it all).
+                return None
             self.leave_section()
             return _SectionEnd()
         return SniffBlock(self._choose_call)

@@ -119,6 +119,21 @@ def test_abandoned_call_comes_back_as_content_and_sets_truncated():
     assert p.truncated_call is True
 
 
+def test_open_kimi_call_has_streamed_its_name_and_arguments_so_far():
+    """SGLang's test_partial_tool_call: before the call ends, its name and argument text are out."""
+    weather = [{"type": "function", "function": {"name": "get_weather", "parameters": {
+        "type": "object", "properties": {"city": {"type": "string"}}}}}]
+    p = make_output_parser(tool_parser="kimi_k2", tools=weather)
+    head = "<|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:0<|tool_call_argument_begin|>{"
+    events = p.feed(head) + p.feed('"city": "Paris"')
+    assert events[0] == ToolCallStart(index=0, id="functions.get_weather:0", name="get_weather")
+    assert "".join(e.text for e in events if isinstance(e, ToolCallArgsDelta)) == '{"city":"Paris"'
+    assert not any(isinstance(e, ToolCallEnd) for e in events)
+    tail = p.finish()
+    assert p.truncated_call is True
+    assert events_to_result(events + tail)["tool_calls"] == []
+
+
 def test_parallel_calls_have_distinct_index_and_id():
     p = make_output_parser(tool_parser="hermes")
     one = '<tool_call>{"name": "f", "arguments": {}}</tool_call>'

@@ -67,4 +67,10 @@ CASES = [
          calls=[call("get_time", id="functions.get_time:0")]),
     case("kimi/singular-section", "<|tool_call_section_begin|>" + c("functions.get_time:0", "{}")
          + "<|tool_call_section_end|>", parser=P, calls=[call("get_time", id="functions.get_time:0")]),
+    # SGLang test_function_call_parser (TestKimiK2Detector.test_invalid_tool_call): no call begins, so the
+    # whole text is content, markers included (vLLM's kimi_k2 parser also returns it unchanged).
+    case("kimi/invalid-call-without-begin", 'invalid_tool:0<|tool_call_argument_begin|>{"city": "Paris"}<|tool_call_end|>'
+         + SE, parser=P, content='invalid_tool:0<|tool_call_argument_begin|>{"city": "Paris"}<|tool_call_end|>' + SE),
+    case("kimi/section-end-after-bare-call-dropped", c("functions.get_time:0", "{}") + SE + "Done.", parser=P,
+         content="Done.", calls=[call("get_time", id="functions.get_time:0")]),
 ]
