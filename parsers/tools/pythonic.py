@@ -15,9 +15,10 @@ import re
 from typing import TYPE_CHECKING
 
 from ..base import NotACallError, RawCall
-from ..block import NEED_MORE, Block, BufferedBlock
+from ..block import NEED_MORE, Block, BufferedBlock, SniffBlock
 from ..engine import ToolStream
 from ..jsonblock import JsonBlock
+from ..jsoncall import CallListReader
 from ..pylit import NeedMore, PyLitError, parse_calls
 
 if TYPE_CHECKING:
@@ -167,6 +168,9 @@ class _Lfm2Echo(BufferedBlock):
 class Lfm2ToolParser(PythonicToolParser):
     """LFM2: ``<|tool_call_start|>[f(a=1)]<|tool_call_end|>``, text may follow.
 
+    The list may hold JSON call objects instead (llama.cpp's LFM2 JSON-tools format:
+    ``[{"name": "f", "arguments": {"a": 1}}]``).
+
     LFM2 often echoes the list after the call and caps it with a second end marker
     (``...<|tool_call_end|>[f(a=1)]<|tool_call_end|>``); vLLM drops everything up to
     that orphan marker, so the echo is not a second call and no marker reaches content.
@@ -177,6 +181,17 @@ class Lfm2ToolParser(PythonicToolParser):
     drop_markers = ("<|im_end|>", _LFM2_END)
 
     def open_block(self, marker: str) -> Block | None:
+        return SniffBlock(self._choose_body)
+
+    def _choose_body(self, text: str, eof: bool) -> Block | object | None:
+        """Python calls, or the JSON list llama.cpp's LFM2 format writes (``[{"name": ..}]``)."""
+        body = text.lstrip()
+        if body.startswith("["):
+            body = body[1:].lstrip()
+        if not body:
+            return None if eof else NEED_MORE
+        if body[0] == "{":
+            return JsonBlock(CallListReader(self.sink), end_markers=self.end_markers)
         return JsonBlock(PyListReader(self.sink), end_markers=self.end_markers)
 
     def leading_block(self, text: str, eof: bool) -> Block | object | None:

@@ -3,6 +3,7 @@
 from parser_case_common import call, case
 
 P = "pythonic"
+S, E = "<|tool_call_start|>", "<|tool_call_end|>"
 
 CASES = [
     case("pythonic/single", '[get_weather(city="LA", unit="F")]', parser=P,
@@ -74,4 +75,26 @@ CASES = [
          parser="olmo3", reasoning_parser="olmo3", reasoning="Need time.", calls=[call("get_time")]),
     case("olmo3/truncated", '<function_calls>get_weather(city="A")', parser="olmo3", truncated=True,
          content='<function_calls>get_weather(city="A")'),
+    # llama.cpp tests/test-chat.cpp (test_lfm2_parser, LFM2 with JSON tools): the list holds JSON call objects.
+    case("lfm2/json-single", f"{S}[{{\"name\": \"special_function\", \"arguments\": {{\"arg1\": 1}}}}]{E}", parser="lfm2",
+         tools=None, calls=[call("special_function", {"arg1": 1})]),
+    case("lfm2/json-string-argument", f"{S}[{{\"name\": \"get_weather\", \"arguments\": {{\"location\": \"Paris\"}}}}]{E}",
+         parser="lfm2", tools=None, calls=[call("get_weather", {"location": "Paris"})]),
+    case("lfm2/json-several-arguments", f"{S}[{{\"name\": \"calculate\", \"arguments\": {{\"x\": 10, \"y\": 20, "
+         f"\"operation\": \"add\"}}}}]{E}", parser="lfm2", tools=None,
+         calls=[call("calculate", {"x": 10, "y": 20, "operation": "add"})]),
+    case("lfm2/json-parallel", f"{S}[{{\"name\": \"get_weather\", \"arguments\": {{\"location\": \"Paris\"}}}}, "
+         f"{{\"name\": \"get_time\", \"arguments\": {{\"timezone\": \"UTC\"}}}}]{E}", parser="lfm2", tools=None,
+         calls=[call("get_weather", {"location": "Paris"}), call("get_time", {"timezone": "UTC"})]),
+    case("lfm2/json-content-before", f"Let me check the weather for you.{S}[{{\"name\": \"get_weather\", "
+         f"\"arguments\": {{\"location\": \"Paris\"}}}}]{E}", parser="lfm2", tools=None,
+         content="Let me check the weather for you.", calls=[call("get_weather", {"location": "Paris"})]),
+    case("lfm2/json-content-after", f"{S}[{{\"name\": \"get_weather\", \"arguments\": {{\"location\": \"Paris\"}}}}]"
+         f"{E}Here's the result.", parser="lfm2", tools=None, content="Here's the result.",
+         calls=[call("get_weather", {"location": "Paris"})]),
+    case("lfm2/json-pretty-printed", f"{S}[{{\n    \"name\": \"get_current_time\",\n    \"arguments\": {{\n"
+         f"        \"location\": \"Paris\"\n    }}\n}}]{E}", parser="lfm2", tools=None,
+         calls=[call("get_current_time", {"location": "Paris"})]),
+    case("lfm2/json-truncated", f"{S}[{{\"name\": \"get_weather\", \"arguments\": {{\"city\": \"Pa", parser="lfm2",
+         truncated=True, content=f"{S}[{{\"name\": \"get_weather\", \"arguments\": {{\"city\": \"Pa"),
 ]
