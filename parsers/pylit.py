@@ -3,8 +3,10 @@
 ``ast.parse`` rejects what small models really write (LFM2, Llama 3.2/4, Olmo 3): raw
 newlines inside strings, unescaped nested quotes (``command='sed -n '360,450p' f.py'``),
 ``07``, NUL bytes.  Here a quote only closes a string when the next non-space character
-can follow a value (``,)]}:`` or the end), literals may be Python or JSON spelled, and
-one bad call is skipped without losing its siblings.  Non-finite numbers are rejected.
+can follow a value (``,)]}:`` or the end); a string one of whose quotes could not close it
+may close at a later such quote when the first reading leaves the call broken (a quoted
+``python3 -c`` payload).  Literals may be Python or JSON spelled, and one bad call is
+skipped without losing its siblings.  Non-finite numbers are rejected.
 """
 
 from __future__ import annotations
@@ -39,6 +41,8 @@ _CLOSERS = ",)]}:"
 class _Parser:
     def __init__(self, text: str, final: bool) -> None:
         self.t, self.n, self.final = text, len(text), final
+        self.skips: dict[int, int] = {}  # string start -> closing candidates to pass over
+        self.broken: list[int] = []  # strings of the current call that closed at a candidate
 
     def need(self, i: int) -> None:
         if i >= self.n:
@@ -121,6 +125,9 @@ class _Parser:
         triple = self.t.startswith(q * 3, i)
         j = i + (3 if triple else 1)
         parts: list[str] = []
+        # A string is broken once one of its quotes could not close it (``'sed -n '1,9p' f'``);
+        # it then closes at a later candidate when the call fails to parse (``_read_call``).
+        broken, skip = False, self.skips.get(i, 0)
         while True:
             self.need(j)
             ch = self.t[j]
@@ -141,7 +148,17 @@ class _Parser:
             elif triple and self.t.startswith(q * 3, j):
                 return "".join(parts), j + 3
             elif not triple and ch == q and self._closes(j + 1):
-                return "".join(parts), j + 1
+                if not (broken and skip):
+                    if broken:
+                        self.broken.append(i)
+                    return "".join(parts), j + 1
+                skip -= 1
+                parts.append(ch)
+                j += 1
+            elif not triple and ch == q:
+                broken = True
+                parts.append(ch)
+                j += 1
             else:
                 parts.append(ch)
                 j += 1
@@ -221,9 +238,45 @@ class _Parser:
         self.need(i)
         return i
 
+    def ends_element(self, i: int) -> bool:
+        """A list element may end here (``,``, ``;`` or ``]`` next)."""
+        i = self.ws(i)
+        self.need(i)
+        return self.t[i] in ",;]"
+
     def _quote_ends(self, k: int) -> bool:
         k = self.ws(k)
         return k >= self.n or self.t[k] in _CLOSERS
+
+
+_MAX_REQUOTES = 8
+
+
+def _read_call(p: _Parser, start: int, bracketed: bool) -> tuple[PyCall, int]:
+    """One call; a broken string closes at a later quote when the first reading fails.
+
+    A reading fails when the call does not parse or, in a list, is not followed by ``,``
+    or ``]`` (``command='python3 -c "f(x='\\,')"'`` first closes inside the payload).  As
+    vLLM's nested-quote recovery, the later closing quote that makes the call whole wins;
+    without one, the first reading stands.
+    """
+    p.skips, first = {}, None
+    for _ in range(_MAX_REQUOTES):
+        p.broken = []
+        try:
+            found = p.call(start)
+        except PyLitError:
+            found = None
+        if found is not None:
+            if not bracketed or p.ends_element(found[1]):
+                return found
+            first = first or found
+        if not p.broken:
+            break
+        p.skips[p.broken[-1]] = p.skips.get(p.broken[-1], 0) + 1
+    if first is None:
+        raise PyLitError("not a call")
+    return first
 
 
 def parse_calls(text: str, *, bracketed: bool = True, final: bool = False) -> tuple[list[PyCall | None], int]:
@@ -261,7 +314,7 @@ def parse_calls(text: str, *, bracketed: bool = True, final: bool = False) -> tu
             return calls, i + 1
         start = i
         try:
-            call, i = p.call(i)
+            call, i = _read_call(p, i, bracketed)
             calls.append(call)
         except PyLitError:
             if not calls and _NAME.match(text, start) is None:

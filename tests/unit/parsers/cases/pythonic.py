@@ -97,4 +97,11 @@ CASES = [
          calls=[call("get_current_time", {"location": "Paris"})]),
     case("lfm2/json-truncated", f"{S}[{{\"name\": \"get_weather\", \"arguments\": {{\"city\": \"Pa", parser="lfm2",
          truncated=True, content=f"{S}[{{\"name\": \"get_weather\", \"arguments\": {{\"city\": \"Pa"),
+    # vLLM test_lfm2_tool_parser (nested_python_c): a python -c payload whose own quotes nest inside the argument.
+    case("lfm2/nested-python-c", S + "[write_file(path='t.sh', content='cd /testbed && python3 -c \"from sympy import latex\n"
+         "print(latex(3*x, mul_symbol='\\,'))\"')]" + E, parser="lfm2",
+         calls=[call("write_file", {"path": "t.sh", "content": "cd /testbed && python3 -c \"from sympy import latex\n"
+                                                            "print(latex(3*x, mul_symbol='\\,'))\""})]),
+    case("pythonic/nested-quotes-then-sibling", "[write_file(path='a', content='say 'hi', then 'bye'(x)'), get_time()]",
+         parser=P, calls=[call("write_file", {"path": "a", "content": "say 'hi', then 'bye'(x)"}), call("get_time")]),
 ]
