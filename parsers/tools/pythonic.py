@@ -6,7 +6,8 @@ Used by Llama 3.2 (pythonic template), Llama 4 (optionally inside ``<|python_sta
 per line inside ``<function_calls>`` ... ``</function_calls>``, no brackets).  Values are
 Python or JSON literals, parsed leniently (``parsers.pylit``); one unparsable call is
 dropped without losing its siblings.  A bare list counts only at call position and only
-when it starts like ``[name(``.
+when it starts like ``[name(``; after prose, a list of offered tools counts when nothing
+but end tokens follows it (SGLang's detector takes it anywhere, vLLM's nowhere).
 """
 
 from __future__ import annotations
@@ -119,10 +120,72 @@ class PyListReader:
         self.committed = len(self._buf)
 
 
-class PythonicToolParser(ToolStream):
-    """A Python list of calls at call position."""
+class _Collect:
+    """Sink stand-in that keeps the calls a reader found, to emit them later or never."""
 
-    start_markers = ("<|python_start|>",)
+    def __init__(self, calls: list[RawCall]) -> None:
+        self._calls = calls
+
+    def call(self, call: RawCall) -> None:
+        self._calls.append(call)
+
+
+class _ClosingList(Block):
+    """A call list after prose (its ``[`` was the marker): a call only if it ends the output.
+
+    SGLang's pythonic detector takes a list anywhere; a list followed by more prose is
+    quoted (``Call it as [get_time()] later.``), so only a list that nothing but
+    whitespace and end tokens follows counts, and only when it calls offered tools.
+    """
+
+    def __init__(self, stream: PythonicToolParser) -> None:
+        self._sink, self._ends = stream.sink, stream.drop_markers
+        self._calls: list[RawCall] = []
+        self._reader = PyListReader(_Collect(self._calls))
+        self._reader.feed("[")
+        self._head = "["
+        self._tail: str | None = None
+
+    def feed(self, text: str) -> int | None:
+        if self._tail is not None:
+            self._tail += text
+        else:
+            if len(self._head) < 128:
+                self._head += text[:128]
+                if not (_LIST_START.match(self._head) or _LIST_PREFIX.match(self._head)):
+                    raise NotACallError("not a call list")
+            used = self._reader.feed(text)
+            if used is None:
+                return None
+            if not all(c.name in self._sink.tools.names for c in self._calls):
+                raise NotACallError("a list in prose naming a tool that was not offered")
+            self._tail = text[used:]
+        self._check_tail()
+        return None
+
+    def _check_tail(self) -> None:
+        rest = self._tail.lstrip()
+        while rest:
+            end = next((e for e in self._ends if rest.startswith(e)), None)
+            if end is None:
+                if any(e.startswith(rest) for e in self._ends):
+                    return  # maybe an end token still arriving
+                raise NotACallError("prose after the list")
+            rest = rest[len(end) :].lstrip()
+
+    def close(self) -> bool:
+        if self._tail is None:
+            raise NotACallError("a list in prose cut off")
+        for call in self._calls:
+            self._sink.call(call)
+        self.leftover = self._tail
+        return True
+
+
+class PythonicToolParser(ToolStream):
+    """A Python list of calls at call position, or ending the output after prose."""
+
+    start_markers = ("<|python_start|>", "[")
     drop_markers = ("<|python_end|>", "<|eot_id|>", "<|eom_id|>", "<|eot|>")
 
     def leading_block(self, text: str, eof: bool) -> Block | object | None:
@@ -135,6 +198,8 @@ class PythonicToolParser(ToolStream):
         return None
 
     def open_block(self, marker: str) -> Block | None:
+        if marker == "[":
+            return _ClosingList(self) if self.tools.names else None
         return JsonBlock(PyListReader(self.sink), end_markers=("<|python_end|>",))
 
 

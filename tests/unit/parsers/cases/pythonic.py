@@ -104,4 +104,24 @@ CASES = [
                                                             "print(latex(3*x, mul_symbol='\\,'))\""})]),
     case("pythonic/nested-quotes-then-sibling", "[write_file(path='a', content='say 'hi', then 'bye'(x)'), get_time()]",
          parser=P, calls=[call("write_file", {"path": "a", "content": "say 'hi', then 'bye'(x)"}), call("get_time")]),
+    # SGLang test_function_call_parser (TestPythonicDetector): a list after text is a call. We take it when it
+    # ends the output and calls offered tools (vLLM takes none; a list followed by prose stays quoted prose).
+    case("pythonic/after-text", "Here's a tool call: [get_weather(city='New York', unit='C')]", parser=P,
+         content="Here's a tool call:", calls=[call("get_weather", {"city": "New York", "unit": "C"})]),
+    case("pythonic/after-text-nested-brackets", "Here's a call: [get_weather(city='Tokyo', days=3), "
+         "search(query='q', tags=['a', 'b'])]", parser=P, content="Here's a call:",
+         calls=[call("get_weather", {"city": "Tokyo", "days": 3}), call("search", {"query": "q", "tags": ["a", "b"]})]),
+    case("pythonic/call-text-call", "[get_weather(city='Berlin')] and [search(query='restaurants')]", parser=P,
+         content="and", calls=[call("get_weather", {"city": "Berlin"}), call("search", {"query": "restaurants"})]),
+    case("pythonic/after-text-end-token", "Let me check the weather: [get_weather(city='Paris')]\n<|eot_id|>", parser=P,
+         content="Let me check the weather:", calls=[call("get_weather", {"city": "Paris"})]),
+    case("pythonic/after-text-unoffered-is-prose", "Try [shutdown(now=True)]", parser=P,
+         content="Try [shutdown(now=True)]"),
+    case("pythonic/after-text-cut-off-is-prose", "Let me check the weather: [get_weather(city=", parser=P,
+         content="Let me check the weather: [get_weather(city="),
+    case("pythonic/after-text-without-tools-is-prose", "Here: [get_time()]", parser=P, tools=None,
+         content="Here: [get_time()]"),
+    case("pythonic/open-bracket-at-end", "Let's try this: [", parser=P, content="Let's try this: ["),
+    case("llama4/after-text", "Sure. [get_weather(city='Rome')]<|eot|>", parser="llama4_pythonic", content="Sure.",
+         calls=[call("get_weather", {"city": "Rome"})]),
 ]
