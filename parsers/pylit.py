@@ -36,6 +36,7 @@ _ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "0": "\0", "\\": "\\", "'": "'", '"
             "a": "\a", "v": "\v"}
 _HEX_WIDTH = {"x": 2, "u": 4, "U": 8}
 _CLOSERS = ",)]}:"
+_STRING_STOPS = {"'": re.compile(r"[\\']"), '"': re.compile(r'[\\"]')}  # where a string may end or escape
 
 
 class _Parser:
@@ -125,43 +126,49 @@ class _Parser:
         triple = self.t.startswith(q * 3, i)
         j = i + (3 if triple else 1)
         parts: list[str] = []
+        stops = _STRING_STOPS[q]
         # A string is broken once one of its quotes could not close it (``'sed -n '1,9p' f'``);
         # it then closes at a later candidate when the call fails to parse (``_read_call``).
         broken, skip = False, self.skips.get(i, 0)
         while True:
-            self.need(j)
-            ch = self.t[j]
-            if ch == "\\":
-                self.need(j + 1)
-                esc = self.t[j + 1]
-                if esc in _HEX_WIDTH:
-                    width = _HEX_WIDTH[esc]
-                    self.need(j + 1 + width)
-                    try:
-                        parts.append(chr(int(self.t[j + 2 : j + 2 + width], 16)))
-                        j += 2 + width
-                        continue
-                    except ValueError:
-                        pass
-                parts.append(_ESCAPES.get(esc, "\\" + esc))
-                j += 2
-            elif triple and self.t.startswith(q * 3, j):
-                return "".join(parts), j + 3
-            elif not triple and ch == q and self._closes(j + 1):
+            m = stops.search(self.t, j)
+            if m is None:
+                parts.append(self.t[j:])
+                self.need(self.n)  # the text ends inside the string
+            if m.start() > j:
+                parts.append(self.t[j : m.start()])
+            j = m.start()
+            if self.t[j] == "\\":
+                j = self._escape(j, parts)
+                continue
+            if triple:
+                if self.t.startswith(q * 3, j):
+                    return "".join(parts), j + 3
+            elif self._closes(j + 1):
                 if not (broken and skip):
                     if broken:
                         self.broken.append(i)
                     return "".join(parts), j + 1
                 skip -= 1
-                parts.append(ch)
-                j += 1
-            elif not triple and ch == q:
-                broken = True
-                parts.append(ch)
-                j += 1
             else:
-                parts.append(ch)
-                j += 1
+                broken = True
+            parts.append(q)
+            j += 1
+
+    def _escape(self, j: int, parts: list[str]) -> int:
+        """Decode the backslash escape at ``j`` into ``parts``; return the index after it."""
+        self.need(j + 1)
+        esc = self.t[j + 1]
+        if esc in _HEX_WIDTH:
+            width = _HEX_WIDTH[esc]
+            self.need(j + 1 + width)
+            try:
+                parts.append(chr(int(self.t[j + 2 : j + 2 + width], 16)))
+                return j + 2 + width
+            except ValueError:
+                pass
+        parts.append(_ESCAPES.get(esc, "\\" + esc))
+        return j + 2
 
     def _closes(self, k: int) -> bool:
         """A quote closes the string only if a value may end there."""
