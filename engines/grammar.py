@@ -1,12 +1,9 @@
-"""Constrained decoding in the worker: llguidance grammars as a per-sequence logits mask.
+"""Constrained decoding in the worker: llguidance grammars compiled off the engine thread.
 
 The router sends a request's grammar as llguidance text (``AddRequest.grammar``); the worker
-compiles it off the engine thread (``GrammarCompiler``: a thread of its own, the model's
-llguidance tokenizer built on first use, compiled grammars kept by their text) and admits the
-request with its matcher. Each step, before sampling, ``GrammarMask`` feeds the matcher the
-tokens sampled since it last ran and lowers every token the grammar does not allow at that
-point by 1e30; temperature, top-p/top-k, penalties and logit bias then act inside the allowed
-set. Once the grammar is complete only the request's stop tokens stay allowed.
+compiles it here (``GrammarCompiler``: a thread of its own, the model's llguidance tokenizer
+built on first use, compiled grammars kept by their text) and admits the request with its
+matcher, which ``engines.grammar_mask`` turns into a logits mask each step.
 
 Why llguidance: docs/benchmarks.md ("Grammar engines") compares it with xgrammar on this
 machine: it compiles a tool set 30-90x faster, refuses schema keywords it cannot enforce, and
@@ -22,17 +19,12 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
-import mlx.core as mx
-import numpy as np
-
 logger = logging.getLogger(__name__)
 
-__all__ = ["GrammarCompiler", "GrammarError", "GrammarMask"]
+__all__ = ["GrammarCompiler", "GrammarError"]
 
 # Compiled grammars kept per worker: agents send the same tool set and schema turn after turn.
 CACHED_GRAMMARS = 64
-# What a masked token's logit goes down by: no allowed token is ever this unlikely.
-MASKED = 1e30
 
 
 class GrammarError(ValueError):
@@ -42,8 +34,11 @@ class GrammarError(ValueError):
 class GrammarCompiler:
     """Compiles grammars on a thread of its own, so the engine keeps stepping meanwhile."""
 
-    def __init__(self, model_path: Path) -> None:
+    def __init__(self, model_path: Path, vocab_size: int | None = None) -> None:
+        """``vocab_size``: rows of the model's logits, when the checkpoint pads its embedding past
+        the tokenizer (Qwen's 151,936 rows for 151,665 tokens): masks then have one bit per row."""
         self._model_path = model_path
+        self._vocab_size = vocab_size
         self._tokenizer = None  # llguidance.LLTokenizer, built on the compile thread at first use
         self._compiled: OrderedDict[str, object] = OrderedDict()  # grammar text -> a pristine LLMatcher
         self._lock = threading.Lock()
@@ -85,7 +80,7 @@ class GrammarCompiler:
             from transformers import AutoTokenizer
 
             hf = AutoTokenizer.from_pretrained(self._model_path)
-            self._tokenizer = llguidance.hf.from_tokenizer(hf)
+            self._tokenizer = llguidance.hf.from_tokenizer(hf, n_vocab=self._vocab_size)
             logger.info("grammar tokenizer ready (%d tokens)", self._tokenizer.vocab_size)
         return self._tokenizer
 
@@ -93,43 +88,3 @@ class GrammarCompiler:
         self._pool.shutdown(wait=False, cancel_futures=True)
 
 
-class GrammarMask:
-    """One sequence's logits processor: the grammar's allowed tokens, else -inf.
-
-    mlx-lm calls it with every token of the sequence so far (prompt included); the tokens
-    past what the matcher has seen are the ones sampled since, and go into the matcher first.
-    """
-
-    def __init__(self, matcher, prompt_tokens: int, stop_token_ids: list[int], vocab_size: int) -> None:
-        self._matcher = matcher
-        self._seen = prompt_tokens
-        self._stops = [t for t in stop_token_ids if 0 <= t < vocab_size]
-        self._vocab = vocab_size
-        self._words = np.zeros((vocab_size + 31) // 32, dtype=np.int32)  # llguidance's bitmask, reused
-
-    def __call__(self, tokens: mx.array, logits: mx.array) -> mx.array:
-        total = tokens.shape[-1]
-        if total > self._seen:
-            sampled = tokens[self._seen :].tolist()
-            self._seen = total
-            if not self._matcher.is_stopped() and not self._matcher.consume_tokens(sampled):
-                raise GrammarError(f"a sampled token broke the grammar: {self._matcher.get_error().splitlines()[0]}")
-        # Additive, and finite: on MLX's CPU backend a where() against -inf costs 6x this per row at
-        # a 151k vocabulary (docs/benchmarks.md); in float32, so that the bias never overflows a
-        # half-precision logit into inf * 0.
-        allowed = mx.array(self.allowed().view(np.uint8))
-        return logits + (allowed.astype(mx.float32) - 1.0) * MASKED
-
-    def allowed(self) -> np.ndarray:
-        """A bool per vocabulary entry: may it come next?"""
-        if self._matcher.is_stopped():  # the grammar is complete: only the end of the turn
-            allowed = np.zeros(self._vocab, dtype=bool)
-            allowed[self._stops] = True
-            return allowed
-        self._matcher.unsafe_compute_mask_ptr(self._words.ctypes.data, self._words.nbytes)
-        allowed = np.unpackbits(self._words.view(np.uint8), bitorder="little")[: self._vocab].astype(bool)
-        if self._matcher.is_accepting():  # llguidance allows its own EOS: any stop token ends the turn
-            allowed[self._stops] = True
-        if not allowed.any():
-            raise GrammarError("the grammar allows no token here")
-        return allowed

@@ -42,7 +42,7 @@ from caches.quantized import KVQuantization, quantized_nbytes, row_caches
 from caches.radix import common_prefix
 
 from engines.errors import EngineUnrecoverableError
-from engines.grammar import GrammarMask
+from engines.grammar_mask import MaskBatch
 from engines.prefill_policy import MAX_PROMPTS, PREFILL_SHARE, AdmissionQueue, PrefillPolicy
 from engines.protocol import (
     AddRequest,
@@ -140,6 +140,7 @@ class Scheduler:
         self._rejected: list[TokenDelta] = []
         self._arrived: dict[str, float] = {}  # request id → perf_counter at add(), until it joins the generator or ends
         self._matchers: dict[str, object] = {}  # request id → its grammar's matcher, until it joins the generator
+        self.grammar_masks = MaskBatch(self.vocab_size)  # the constrained sequences' masks, computed together each step
         self.prefix_cache = prefix_cache
         self._quantization = kv_quantization
         self._quantize_after = kv_quantization.quantize_after if kv_quantization is not None else 0
@@ -389,10 +390,13 @@ class Scheduler:
         cuts = sorted(set(points) | self._precision_cut(start, len(prompt)) | {end}) if start < end else []
         try:
             processors = make_processors(request.sampling)
+            sampler = make_sampler(request.sampling, self.vocab_size)
             matcher = self._matchers.pop(request.request_id, None)
             if matcher is not None:  # after bias and penalties: nothing may re-allow a masked token
-                processors.append(GrammarMask(matcher, len(prompt), list(request.stop_token_ids), self.vocab_size))
-            guard = RowGuard(make_sampler(request.sampling, self.vocab_size), processors)
+                mask = self.grammar_masks.mask(matcher, len(prompt), list(request.stop_token_ids))
+                processors.append(mask)
+                sampler = mask.sampler(sampler)  # its own sampler, even when greedy: it records the token
+            guard = RowGuard(sampler, processors)
             (uid,) = self._generator.insert_segments(
                 # The generator feeds the last token on its own after the final segment.
                 [[prompt[a:b] for a, b in zip([start, *cuts], [*cuts, len(prompt)])]],

@@ -244,7 +244,7 @@ def serve(spec: WorkerSpec) -> int:
     logger.info("ready: %s (max_context=%d, vocab_size=%d)", spec.model_id, spec.max_context, scheduler.vocab_size)
     from engines.grammar import GrammarCompiler
 
-    grammars = GrammarCompiler(Path(spec.model_path))
+    grammars = GrammarCompiler(Path(spec.model_path), vocab_size=scheduler.vocab_size)
     loop = EngineLoop(scheduler, inbox, sock, grammars)
     # A stop is the router's to order (it tells the worker to shut down, after which the
     # prefix cache is flushed): Ctrl-C reaches the whole process group, and is left to the

@@ -83,6 +83,7 @@ def measure(model_dir: Path | None, size: str, counts: list[int], steps: int, ro
     from transformers import AutoTokenizer
 
     from engines.grammar import GrammarCompiler
+    from engines.scheduler import model_vocab_size
     from router.bench.models import make_model, parameter_count
     from router.turn.structured import JSON_OPTIONS
     from router.turn.tool_grammar import tool_call_grammar
@@ -92,7 +93,7 @@ def measure(model_dir: Path | None, size: str, counts: list[int], steps: int, ro
         described = f"{path.name if model_dir else size} ({parameter_count(path) / 1e6:.1f}M parameters)"
         model, _ = load_model(path)
         tokenizer = AutoTokenizer.from_pretrained(path)
-        compiler = GrammarCompiler(path)
+        compiler = GrammarCompiler(path, vocab_size=model_vocab_size(model))
         grammar = llguidance.LLMatcher.grammar_from_json_schema(json.dumps({**SCHEMA, "x-guidance": JSON_OPTIONS}))
         compile_lines = _compile_costs(compiler, tokenizer, tool_call_grammar)
         results = []
@@ -141,7 +142,7 @@ def apply_costs(vocab: int = 151_000, calls: int = 200) -> list[str]:
     import mlx.core as mx
     import numpy as np
 
-    from engines.grammar import MASKED
+    from engines.grammar_mask import MASKED
 
     rng = np.random.default_rng(0)
     allowed = rng.integers(0, 2, vocab, dtype=np.uint8)

@@ -4,6 +4,7 @@ models with their own tokenizers (no IPC)."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import jsonschema
 import llguidance
@@ -11,7 +12,8 @@ import pytest
 from mlx_lm.utils import load_model
 from transformers import AutoTokenizer
 
-from engines.grammar import GrammarCompiler, GrammarError, GrammarMask
+from engines.grammar import GrammarCompiler, GrammarError
+from engines.grammar_mask import MaskBatch
 from engines.protocol import AddRequest, FinishReason, SamplingParams
 from engines.scheduler import Scheduler
 from tests.support.scheduling import run_requests
@@ -48,8 +50,11 @@ def test_constrained_and_free_sequences_decode_together(setup):
     free = [AddRequest(f"free{i}", prompt(i), 12, SamplingParams(temperature=0.0), stops) for i in range(3)]
     constrained = [AddRequest(f"json{i}", prompt(i + 3), 200, SamplingParams(temperature=1.0, seed=i), stops, grammar=GRAMMAR)
                    for i in range(4)]
-    together = run_requests(scheduler_for(model), [*free, *constrained],
-                            matchers={r.request_id: compiler.matcher(GRAMMAR) for r in constrained})
+    scheduler = scheduler_for(model)
+    together = run_requests(scheduler, [*free, *constrained], matchers={r.request_id: compiler.matcher(GRAMMAR) for r in constrained})
+    masks = scheduler.grammar_masks
+    assert masks.widest == len(constrained)  # the four masks of a step computed together, not one by one
+    assert masks.refreshes < masks.masks_computed
     for request in constrained:
         outcome = together[request.request_id]
         assert outcome.last.finish_reason is FinishReason.STOP, outcome.last
@@ -78,8 +83,35 @@ def test_a_complete_grammar_leaves_only_the_stop_tokens(setup):
     _, tokenizer, compiler = setup
     matcher = compiler.matcher(llguidance.LLMatcher.grammar_from_lark('start: "ok"'))
     assert matcher.consume_tokens(tokenizer.encode("ok", add_special_tokens=False))
-    mask = GrammarMask(matcher, prompt_tokens=0, stop_token_ids=[tokenizer.eos_token_id, 5], vocab_size=512)
+    mask = MaskBatch(vocab_size=512).mask(matcher, prompt_tokens=0, stop_token_ids=[tokenizer.eos_token_id, 5])
     assert sorted(mask.allowed().nonzero()[0].tolist()) == sorted({tokenizer.eos_token_id, 5})
+
+
+def test_a_masks_failure_is_its_own_sequences_in_a_shared_refresh(setup):
+    """A complete grammar with no stop token to end on allows nothing: that mask fails, and its
+    neighbour, refreshed in the same call, gets its own allowed set."""
+    _, tokenizer, compiler = setup
+    batch = MaskBatch(vocab_size=512)
+    done = compiler.matcher(llguidance.LLMatcher.grammar_from_lark('start: "ok"'))
+    assert done.consume_tokens(tokenizer.encode("ok", add_special_tokens=False)) and done.is_stopped()
+    stuck = batch.mask(done, prompt_tokens=0, stop_token_ids=[])
+    fine = batch.mask(compiler.matcher(GRAMMAR), prompt_tokens=0, stop_token_ids=[tokenizer.eos_token_id])
+    with pytest.raises(GrammarError, match="allows no token"):
+        stuck.allowed()
+    brace = tokenizer.encode("{", add_special_tokens=False)[0]
+    assert fine.allowed()[brace] and not fine.allowed()[tokenizer.eos_token_id]
+    assert (batch.refreshes, batch.widest) == (1, 2)
+
+
+def test_masks_cover_a_vocabulary_padded_past_the_tokenizer(setup):
+    """Checkpoints pad their logits past the tokenizer (Qwen: 151,936 rows, 151,665 tokens): the
+    mask has a bit per row and the padding is never allowed."""
+    _, tokenizer, _ = setup
+    rows = len(tokenizer) + 40
+    padded = GrammarCompiler(Path(tokenizer.name_or_path), vocab_size=rows)
+    mask = MaskBatch(vocab_size=rows).mask(padded.matcher(GRAMMAR), prompt_tokens=0, stop_token_ids=[])
+    allowed = mask.allowed()
+    assert allowed.shape == (rows,) and allowed.any() and not allowed[len(tokenizer):].any()
 
 
 def test_sampling_settings_act_inside_the_allowed_set(setup):
