@@ -3,7 +3,8 @@
 Formats that write argument values as raw text (Qwen3-Coder XML, GLM, MiniMax, DSML,
 Step-3, Gemma) lose the JSON type; this module gets it back from the tool's JSON schema
 (``type`` lists, ``anyOf``/``oneOf``, ``nullable``, ``enum``), falling back to the raw
-string.  An object or array escaped once more, as inside a JSON string, is unescaped.  JSON formats keep the types the model wrote and never pass through here.
+string; an object or array escaped once more, as inside a JSON string, is unescaped.
+JSON formats keep the types the model wrote and never pass through here.
 """
 
 from __future__ import annotations

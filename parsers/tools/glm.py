@@ -9,10 +9,11 @@ GLM writes the name, then pairs whose values are raw for strings and JSON otherw
 
 (GLM-4.7 drops the newlines; a zero-argument call is ``<tool_call>name</tool_call>``.)
 Values are typed by the tool schema, else parsed as JSON when they are JSON, else kept
-as the raw string; a string value the model quoted (``"London"``) loses its quotes.  Drifted
-bodies mlx-lm's glm47 parser reads are accepted for offered tools: ``NAME {json}``,
-``NAME\n{json}`` and ``NAME key=value key2="two words"``.  LongCat uses ``<longcat_tool_call>`` with ``longcat_``-prefixed pair
-tags or a JSON body; Hunyuan v3 puts ``<tool_sep>`` after the name inside ``<tool_calls>``.
+as the raw string; a string value the model quoted (``"London"``) loses its quotes.
+Drifted bodies mlx-lm's glm47 parser reads are accepted for offered tools: the name then
+a JSON object (on the same line or the next) or ``key=value`` pairs (shell quoting).
+LongCat uses ``<longcat_tool_call>`` with ``longcat_``-prefixed pair tags or a JSON body;
+Hunyuan v3 puts ``<tool_sep>`` after the name inside ``<tool_calls>``.
 Calls are emitted whole when their block closes; a block cut off by the end of output
 returns as content.
 """
