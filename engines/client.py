@@ -28,7 +28,7 @@ import os
 import sys
 import time
 from collections import deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 
 import msgspec
@@ -103,8 +103,10 @@ class RequestMailbox:
 class WorkerHandle:
     """Owns one worker process and its socket; restarts it when it dies."""
 
-    def __init__(self, spec: WorkerSpec, *, load_timeout_s: float = 600.0, crash_limit: int = 5, crash_window_s: float = 300.0) -> None:
+    def __init__(self, spec: WorkerSpec, *, load_timeout_s: float = 600.0, crash_limit: int = 5, crash_window_s: float = 300.0,
+                 env: Mapping[str, str] | None = None) -> None:
         self.spec = spec
+        self._env = dict(env or {})  # set in the worker's environment on top of ours (a BLAS preload)
         self.state = WorkerState.STOPPED
         self.last_error: str | None = None
         self.restarts = 0
@@ -276,7 +278,7 @@ class WorkerHandle:
     async def _spawn(self) -> asyncio.subprocess.Process:
         # The spec (with its token) goes in the environment: other local users can read a
         # process's command line, not its environment.
-        env = {**os.environ, SPEC_ENV: msgspec.json.encode(self.spec).decode()}
+        env = {**os.environ, **self._env, SPEC_ENV: msgspec.json.encode(self.spec).decode()}
         # A fresh interpreter (fork+exec), never a fork of the router: MLX must not be forked.
         return await asyncio.create_subprocess_exec(sys.executable, "-m", "engines.worker", "--model-id", self.spec.model_id, env=env)
 

@@ -22,6 +22,7 @@ import fnmatch
 import hashlib
 import json
 import logging
+import os
 import secrets
 import time
 from collections.abc import Coroutine, Iterator
@@ -31,6 +32,7 @@ from typing import Any
 import anyio
 
 from engines.client import WorkerHandle, WorkerState
+from engines.cpu_blas import choose_cpu_blas, log_choice
 from engines.errors import WorkerLoadError, WorkerNotReadyError
 from engines.protocol import WorkerSpec
 from router.errors import ModelNotFoundError, ModelUnavailableError
@@ -65,6 +67,8 @@ class ModelPool:
         self._runtime_dir = runtime_dir
         # Socket names carry it, so two routers sharing a runtime dir never meet.
         self._instance = secrets.token_hex(4)
+        self._blas = choose_cpu_blas(config.server.cpu_blas)
+        log_choice(self._blas)
         self.handles = {model_id: self._new_handle(model_id, model_config) for model_id, model_config in config.models.items()}
         self._retiring: set[ModelHandle] = set()  # removed or replaced, draining towards their stop
         self._replacing: dict[str, tuple[ModelHandle, asyncio.Task]] = {}  # model id → its next worker, loading
@@ -190,6 +194,9 @@ class ModelPool:
         self.config = config.model_copy(update={"server": server})
         if server.log_level != old_server.log_level:
             logging.getLogger().setLevel(server.log_level.upper())
+        if server.cpu_blas != old_server.cpu_blas:  # for workers started from now on
+            self._blas = choose_cpu_blas(server.cpu_blas)
+            log_choice(self._blas)
         by_id = {change.model_id: change for change in changes}
         handles: dict[str, ModelHandle] = {}
         for model_id, model_config in config.models.items():
@@ -392,7 +399,8 @@ class ModelPool:
                 raise ModelUnavailableError(f"Model {handle.model_id!r} is unavailable: {exc}", retry_after_s=30.0) from None
             handle.model_path, handle.max_context, handle.memory, handle.checkpoint_vocab_size = path, max_context, memory, vocab_size
             handle.worker = WorkerHandle(self._worker_spec(handle, path), crash_limit=self.config.server.crash_limit,
-                                         crash_window_s=self.config.server.crash_window_s)
+                                         crash_window_s=self.config.server.crash_window_s,
+                                         env=self._blas.worker_env(os.environ))
             handle.worker.start()
         self._spawn(self._count_load(handle.model_id, handle.worker), f"load[{handle.model_id}]")
         logger.info("model %s: starting its worker (memory estimate %s)", handle.model_id, memory.describe())

@@ -20,6 +20,7 @@ from typing import Any
 
 import httpx
 
+from engines.cpu_blas import choose_cpu_blas
 from router.bench import stats
 from router.bench.client import Api, BenchClient, RequestRecord
 from router.bench.ideal import PromptTokenizer, fill_ideal
@@ -141,7 +142,8 @@ def run_meta(tokenizer: PromptTokenizer | None) -> dict[str, Any]:
         "machine": f"{platform.system()} {platform.machine()}, {os.cpu_count()} CPUs, {_memory_gib()}",
         "python": platform.python_version(),
         "versions": versions,
-        "ld_preload": os.environ.get("LD_PRELOAD"),
+        # What the servers it launches run with (targets.py preloads the BLAS our workers would).
+        "ld_preload": {**os.environ, **choose_cpu_blas("auto").worker_env(os.environ)}.get("LD_PRELOAD"),
         "ideal_from": "tokenizer" if tokenizer is not None else "usage of the previous turn",
     }
 

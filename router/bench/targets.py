@@ -16,6 +16,7 @@ from pathlib import Path
 
 import httpx
 
+from engines.cpu_blas import choose_cpu_blas
 from router.bench.client import BenchClient
 
 STOP_TIMEOUT_S = 60.0
@@ -58,8 +59,10 @@ class LaunchedProcess:
             log.write(f"$ {shlex.join(argv)}\n".encode())
             log.flush()
             # Its own session, so whatever it spawns (workers) can be stopped with it.
+            # Every side of a comparison multiplies with the same BLAS: the one our workers would preload.
+            blas = choose_cpu_blas("auto").worker_env(os.environ)
             self.process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-                                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
+                                            env={**os.environ, **blas, "PYTHONUNBUFFERED": "1"})
 
     def exited(self) -> int | None:
         return self.process.poll()
