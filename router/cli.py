@@ -18,7 +18,12 @@ ADMIN_KEY_ENV = "RAPIDMLX_ADMIN_KEY"  # the key `status` and `reload` send, when
 # Greedy and without thinking by default: that is how the demo model calls tools most
 # reliably (engines/demo/README.md), and a model this small rambles when sampled at
 # temperature 1. Clients can still ask for any temperature, or for thinking.
-DEMO_MODEL_OPTIONS = {"sampling": {"temperature": 0.0}, "chat_template_kwargs": {"enable_thinking": False}}
+# Its replies are short; the ceiling keeps a reply that loops from holding a slot for long.
+DEMO_MODEL_OPTIONS = {"sampling": {"temperature": 0.0}, "chat_template_kwargs": {"enable_thinking": False},
+                      "max_output_tokens": 512}
+# Served without a config, the demo answers to any model name: Claude Code asks for "claude-…"
+# names, Codex for "gpt-…", and a newcomer's first request should not fail on the name.
+DEMO_ALIASES = ["*"]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -82,7 +87,8 @@ def _load(config_path: Path | None, **server_overrides) -> tuple[RouterConfig, s
     """The config to serve, the file's text (None for the demo) and the overrides reloads reapply."""
     overrides = {k: v for k, v in server_overrides.items() if v is not None}
     if config_path is None:
-        return single_model_config(DEMO_MODEL_ID, str(demo_model_path()), model_options=DEMO_MODEL_OPTIONS, **overrides), None, {}
+        options = {**DEMO_MODEL_OPTIONS, "aliases": DEMO_ALIASES}
+        return single_model_config(DEMO_MODEL_ID, str(demo_model_path()), model_options=options, **overrides), None, {}
     from router.ops.reload.reloader import check_config
 
     nested = {"server": overrides} if overrides else {}

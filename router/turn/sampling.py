@@ -101,7 +101,8 @@ def stop_token_ids(handle: ModelHandle, ids: list[int] | None) -> list[int]:
 
 
 def resolve_max_tokens(handle: ModelHandle, requested: int | None, prompt_tokens: int, *, param: str = "max_tokens", context_param: str = "messages") -> int:
-    """Output cap: the request's (or the model default), clamped to the context left.
+    """Output cap: the request's (or the model default), clamped to the model's
+    ``max_output_tokens`` ceiling (when set) and to the context left.
 
     Raises:
         InvalidRequestError: ``requested`` is below 1.
@@ -113,7 +114,8 @@ def resolve_max_tokens(handle: ModelHandle, requested: int | None, prompt_tokens
     if room < 1:
         raise ContextLengthError(prompt_tokens, handle.max_context, param=context_param)
     wanted = handle.config.sampling.max_tokens if requested is None else requested
-    return min(wanted, room)
+    ceiling = handle.config.max_output_tokens or wanted
+    return min(wanted, ceiling, room)
 
 
 def normalize_stop(stop: str | list[str] | None, *, param: str = "stop") -> list[str]:

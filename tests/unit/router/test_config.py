@@ -258,6 +258,17 @@ FIELD_ERRORS = [
         'models."qwen3.5".path: must be a non-empty string (got "")',
     ),
     (
+        "cpu-blas",
+        '[server]\ncpu_blas = "/nonexistent/libblas.so.3"\n' + MINIMAL,
+        'server.cpu_blas: must be "auto", "off" or the absolute path of an existing shared library '
+        '(got "/nonexistent/libblas.so.3")',
+    ),
+    (
+        "output-ceiling",
+        MINIMAL + "max_output_tokens = -1\n",
+        "models.coder.max_output_tokens: must be an integer >= 0 (got -1)",
+    ),
+    (
         "table",
         "models = 3\n",
         "models: must be a table (got 3)",
