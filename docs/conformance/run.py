@@ -53,6 +53,8 @@ def _check_calls(expect: dict[str, Any], calls: list[dict[str, Any]]) -> list[st
     problems = []
     if "call_count" in expect and len(calls) != expect["call_count"]:
         problems.append(f"{len(calls)} calls, want {expect['call_count']}")
+    if "min_calls" in expect and len(calls) < expect["min_calls"]:
+        problems.append(f"{len(calls)} calls, want at least {expect['min_calls']}")
     if "calls" not in expect:
         return problems
     want = expect["calls"]
@@ -67,6 +69,11 @@ def _check_calls(expect: dict[str, Any], calls: list[dict[str, Any]]) -> list[st
         for key, value in wanted.get("arguments_subset", {}).items():
             if got["arguments"].get(key, KeyError) != value:
                 problems.append(f"call {index} argument {key}={got['arguments'].get(key)!r}, want {value!r}")
+        for key, type_name in wanted.get("argument_types", {}).items():
+            if type(got["arguments"].get(key, KeyError)).__name__ != type_name:
+                problems.append(f"call {index} argument {key} is {type(got['arguments'].get(key)).__name__}, want {type_name}")
+        if wanted.get("arguments_nonempty") and not got["arguments"]:
+            problems.append(f"call {index} has no arguments")
         if "id" in wanted and got["id"] != wanted["id"]:
             problems.append(f"call {index} id {got['id']!r}, want {wanted['id']!r}")
     return problems
