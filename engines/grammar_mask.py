@@ -6,11 +6,11 @@ whose sampler records what it samples. mlx-lm's step runs the forward pass, then
 processors, then each row's sampler. The first mask called in a step finds the masks that are
 out of date (their sequence sampled since) and refreshes them all at once (``MaskBatch``):
 
-    forward pass built ──▶ first GrammarMask call: read the tokens sampled last step,
-                           start the forward pass (async), feed the matchers, compute every
-                           stale mask with llguidance's parallel executor (no GIL held),
-                           one bias array for the batch ──▶ each row: logits + its bias row
-                           ──▶ samplers (each constrained one records its token)
+    forward pass built ──▶ first GrammarMask call: queue the forward pass (async), read the
+                           tokens sampled last step, feed the matchers, compute every stale
+                           mask with llguidance's parallel executor (no GIL held) while the
+                           forward runs, one bias array for the batch ──▶ each row: logits +
+                           its bias row ──▶ samplers (each constrained one records its token)
 
 A mask lowers every token its grammar does not allow by 1e30 (additive and finite: on MLX's CPU
 backend a where() against -inf costs 6x this per row at a 151k vocabulary, docs/benchmarks.md;
@@ -65,11 +65,11 @@ class MaskBatch:
 
     def refresh(self, running: mx.array | None) -> None:
         """Bring every stale mask up to date; ``running``: logits to start computing meanwhile."""
-        stale = [mask for mask in self._masks if mask.stale]
-        for mask in stale:  # before the forward pass is queued: a read queued behind it would wait for it
-            mask.take_sampled()
-        if running is not None:
+        if running is not None:  # queued behind the last step's sampling: the device never waits for the masks
             mx.async_eval(running)
+        stale = [mask for mask in self._masks if mask.stale]
+        for mask in stale:  # tokens scheduled before the forward pass: reading one waits for its step only
+            mask.take_sampled()
         allowed = self._allowed(stale)
         bias = (mx.array(allowed.view(np.uint8)).astype(mx.float32) - 1.0) * MASKED
         for row, mask in enumerate(stale):
