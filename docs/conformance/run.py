@@ -55,9 +55,14 @@ def _check_calls(expect: dict[str, Any], calls: list[dict[str, Any]]) -> list[st
         problems.append(f"{len(calls)} calls, want {expect['call_count']}")
     if "min_calls" in expect and len(calls) < expect["min_calls"]:
         problems.append(f"{len(calls)} calls, want at least {expect['min_calls']}")
-    if "calls" not in expect:
+    if "first_call" in expect:  # the test checks only the first call, however many follow
+        if not calls:
+            return [*problems, "no calls, want a first call"]
+        calls, want = calls[:1], [expect["first_call"]]
+    elif "calls" not in expect:
         return problems
-    want = expect["calls"]
+    else:
+        want = expect["calls"]
     if len(calls) != len(want):
         got = [c["name"] for c in calls]
         return [*problems, f"calls {got}, want {[w['name'] for w in want]}"]
