@@ -17,6 +17,7 @@ from litestar.datastructures import State
 from litestar.di import Provide
 
 from router.api.anthropic.controller import MessagesController
+from router.api.fleet import add_served_by_header
 from router.api.health import HealthController
 from router.api.models import ModelsController
 from router.api.openai.chat import ChatCompletionsController
@@ -36,6 +37,7 @@ from router.http.body_timeout import BodyTimeoutMiddleware
 from router.http.request_id import RequestIdMiddleware, add_request_id_header
 from router.pool import ModelPool
 from router.api.responses.store import ResponseStore
+from router.upstream.registry import Upstreams
 
 
 logger = logging.getLogger(__name__)
@@ -55,12 +57,14 @@ def create_app(config: RouterConfig, *, runtime_dir: Path | None = None, config_
     metrics.registry.register(collector)
     access = Access()
     access.update(config, env)
-    reloader = Reloader(pool, config_path, text=config_text, env=env, overrides=overrides, access=access)
+    upstreams = Upstreams(config, env=env, metrics=metrics)
+    reloader = Reloader(pool, config_path, text=config_text, env=env, overrides=overrides, access=access, upstreams=upstreams)
     _warn_if_open(config)
 
     @contextlib.asynccontextmanager
     async def run_pool(app: Litestar) -> AsyncIterator[None]:
         await pool.start()
+        upstreams.start()
         stop_watching = asyncio.Event()
         watcher = None
         if config_path is not None and config.server.watch_config:
@@ -77,6 +81,7 @@ def create_app(config: RouterConfig, *, runtime_dir: Path | None = None, config_
             if watcher is not None:
                 await watcher
             await pool.stop()
+            await upstreams.stop()
 
     def provide_pool(state: State) -> ModelPool:
         return state.pool
@@ -93,6 +98,9 @@ def create_app(config: RouterConfig, *, runtime_dir: Path | None = None, config_
     def provide_collector(state: State) -> PoolCollector:
         return state.collector
 
+    def provide_upstreams(state: State) -> Upstreams:
+        return state.upstreams
+
     return Litestar(
         route_handlers=[
             HealthController, ModelsController, ChatCompletionsController, CompletionsController,
@@ -104,13 +112,14 @@ def create_app(config: RouterConfig, *, runtime_dir: Path | None = None, config_
             "reloader": Provide(provide_reloader, sync_to_thread=False),
             "metrics": Provide(provide_metrics, sync_to_thread=False),
             "collector": Provide(provide_collector, sync_to_thread=False),
+            "upstreams": Provide(provide_upstreams, sync_to_thread=False),
         },
         exception_handlers={Exception: handle_exception},
         middleware=[RequestIdMiddleware(), release_admissions, BodyTimeoutMiddleware(config.server.body_timeout_s)],
-        before_send=[add_request_id_header, counting_hook(metrics)],
+        before_send=[add_request_id_header, add_served_by_header, counting_hook(metrics)],
         lifespan=[run_pool],
         state=State({"pool": pool, "responses": ResponseStore(), "reloader": reloader, "access": access, "metrics": metrics,
-                     "collector": collector}),
+                     "collector": collector, "upstreams": upstreams}),
         guards=[require_key],
         cors_config=CORSConfig(allow_origins=list(config.server.cors_origins)) if config.server.cors_origins else None,
         request_max_body_size=int(config.server.max_body_mb * 1024 * 1024),

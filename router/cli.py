@@ -35,8 +35,9 @@ def main(argv: list[str] | None = None) -> int:
     serve.add_argument("--host", help="override [server] host")
     serve.add_argument("--port", type=int, help="override [server] port")
 
-    validate = commands.add_parser("validate", help="check a config file; exit 1 if it has errors")
+    validate = commands.add_parser("validate", help="check a config file (the whole fleet it describes); exit 1 if it has errors")
     validate.add_argument("file", type=Path)
+    validate.add_argument("--probe", action="store_true", help="also ask every upstream model's server whether it answers (exit 1 if one does not)")
 
     models = commands.add_parser("models", help="list the models a config declares")
     models.add_argument("--config", type=Path)
@@ -71,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "serve":
         return _serve(args)
     if args.command == "validate":
-        return _validate(args.file)
+        return _validate(args.file, probe=args.probe)
     if args.command == "status":
         from router.ops.status_table import print_status
 
@@ -155,17 +156,25 @@ def _graceful_server_class():
     return GracefulServer
 
 
-def _validate(path: Path) -> int:
-    """The checks a reload runs: the schema, then every pinned parser name."""
+def _validate(path: Path, *, probe: bool = False) -> int:
+    """The checks a reload runs (the schema, the fleet's references and local_only, every pinned parser
+    name); with ``probe``, whether each upstream answers now."""
     from router.ops.reload.reloader import check_config
 
     try:
-        check_config(read_config_text(path), source=str(path))
+        config = check_config(read_config_text(path), source=str(path))
     except ConfigError as exc:
         print("\n".join(exc.errors), file=sys.stderr)
         return 1
-    print(f"{path}: ok")
-    return 0
+    local, remote = len(config.local_models), len(config.upstream_models)
+    print(f"{path}: ok ({local} local model{'s' * (local != 1)}, {remote} upstream model{'s' * (remote != 1)})")
+    if not probe:
+        return 0
+    from router.upstream.probe import probe_upstreams
+
+    lines, reachable = probe_upstreams(config)
+    print("\n".join(lines) if lines else "no upstream models to probe")
+    return 0 if reachable else 1
 
 
 def _models(config_path: Path | None) -> int:
@@ -175,7 +184,10 @@ def _models(config_path: Path | None) -> int:
     except ConfigError as exc:
         print(str(exc), file=sys.stderr)
         return 1
-    for model_id, model in config.models.items():
+    for model_id, model in config.upstream_models.items():
+        aliases = ", ".join(model.aliases) or "-"
+        print(f"{model_id}\n  upstream: {model.upstream} (model {model.upstream_model or model_id!r})\n  aliases: {aliases}")
+    for model_id, model in config.local_models.items():
         aliases = ", ".join(model.aliases) or "-"
         print(f"{model_id}\n  path: {model.path}\n  aliases: {aliases}\n  preload: {str(model.preload).lower()}")
         tool, reasoning, constrained = _parser_lines(model, offline=config.server.offline)

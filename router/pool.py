@@ -69,7 +69,7 @@ class ModelPool:
         self._instance = secrets.token_hex(4)
         self._blas = choose_cpu_blas(config.server.cpu_blas)
         log_choice(self._blas)
-        self.handles = {model_id: self._new_handle(model_id, model_config) for model_id, model_config in config.models.items()}
+        self.handles = {model_id: self._new_handle(model_id, model_config) for model_id, model_config in config.local_models.items()}
         self._retiring: set[ModelHandle] = set()  # removed or replaced, draining towards their stop
         self._replacing: dict[str, tuple[ModelHandle, asyncio.Task]] = {}  # model id → its next worker, loading
         self._budget_lock = asyncio.Lock()  # one budget decision at a time, held until the worker exists
@@ -199,7 +199,8 @@ class ModelPool:
             log_choice(self._blas)
         by_id = {change.model_id: change for change in changes}
         handles: dict[str, ModelHandle] = {}
-        for model_id, model_config in config.models.items():
+        local_models = config.local_models  # upstream models are router/upstream/'s
+        for model_id, model_config in local_models.items():
             handle, change = self.handles.get(model_id), by_id.get(model_id)
             retry = handle is not None and handle.state is ModelState.FAILED
             if handle is None:
@@ -216,7 +217,7 @@ class ModelPool:
                 self._spawn(self._load_logged(handle), f"preload[{model_id}]")
             handles[model_id] = handle
         for model_id, handle in self.handles.items():
-            if model_id not in config.models:
+            if model_id not in local_models:
                 self._cancel_replacement(model_id)
                 self._retire(handle, "removed from the config", cause="removed")
         self.handles = handles

@@ -7,27 +7,33 @@ from typing import Any
 
 from litestar import Controller
 
-from router.api.dispatch import allowed_model
+from router.api.fleet import allowed_target
 from router.ops.auth.guard import current_key
 from router.ops.auth.keys import may_use
 from router.http.methods import get_or_head
 from router.pool import ModelHandle, ModelPool
+from router.upstream.client import Upstream
+from router.upstream.registry import Upstreams
 
 
-def model_entry(handle: ModelHandle, name: str | None = None) -> dict[str, Any]:
+def model_entry(handle: ModelHandle | Upstream, name: str | None = None) -> dict[str, Any]:
     """OpenAI's Model fields plus Anthropic's ModelInfo fields, so either client can list models."""
     model_id = name or handle.model_id
+    if isinstance(handle, Upstream):
+        return {**_entry(model_id, handle.created), "max_context": None, "state": handle.health.state.value}
+    return {**_entry(model_id, handle.created), "max_context": handle.max_context or None, "state": handle.state.value}
+
+
+def _entry(model_id: str, created: int) -> dict[str, Any]:
     return {
         "id": model_id,
         "object": "model",
-        "created": handle.created,
+        "created": created,
         "owned_by": "rapid-mlx",
         "type": "model",
         "display_name": model_id,
-        "created_at": datetime.fromtimestamp(handle.created, tz=timezone.utc).isoformat().replace("+00:00", "Z"),
+        "created_at": datetime.fromtimestamp(created, tz=timezone.utc).isoformat().replace("+00:00", "Z"),
         "lifecycle": "active",
-        "max_context": handle.max_context or None,
-        "state": handle.state.value,
     }
 
 
@@ -35,9 +41,10 @@ class ModelsController(Controller):
     path = "/v1/models"
 
     @get_or_head()
-    async def list_models(self, pool: ModelPool) -> dict[str, Any]:
+    async def list_models(self, pool: ModelPool, upstreams: Upstreams) -> dict[str, Any]:
         key = current_key.get()
-        data = [model_entry(handle) for handle in pool.handles.values() if may_use(key, handle.model_id, handle.model_id)]
+        targets = [pool.handles.get(model_id) or upstreams.get(model_id) for model_id in pool.config.models]
+        data = [model_entry(target) for target in targets if target is not None and may_use(key, target.model_id, target.model_id)]
         return {
             "object": "list",
             "data": data,
@@ -47,6 +54,6 @@ class ModelsController(Controller):
         }
 
     @get_or_head("/{model_name:path}")
-    async def retrieve(self, pool: ModelPool, model_name: str) -> dict[str, Any]:
+    async def retrieve(self, pool: ModelPool, upstreams: Upstreams, model_name: str) -> dict[str, Any]:
         name = model_name.lstrip("/")
-        return model_entry(allowed_model(pool, name), name)
+        return model_entry(allowed_target(pool, upstreams, name), name)

@@ -25,6 +25,7 @@ from router.handle import ModelHandle
 from router.http.methods import get_or_head
 from router.ops.reload.reloader import Reloader
 from router.pool import ModelPool
+from router.upstream.registry import Upstreams
 
 STATUS_TIMEOUT_S = 5.0
 
@@ -105,7 +106,7 @@ class AdminController(Controller):
     opt = {"admin": True}
 
     @get_or_head("/status")
-    async def status(self, pool: ModelPool, reloader: Reloader) -> dict[str, Any]:
+    async def status(self, pool: ModelPool, reloader: Reloader, upstreams: Upstreams) -> dict[str, Any]:
         handles = list(pool.handles.values())
         statuses = await asyncio.gather(*(model_status(pool, h) for h in handles))
         last = reloader.last
@@ -114,6 +115,7 @@ class AdminController(Controller):
                        "last_reload": last.as_dict() if last else None},
             "memory_budget_bytes": int(pool.config.server.memory_budget_gb * 2**30),
             "models": {h.model_id: s for h, s in zip(handles, statuses)},
+            "upstreams": {model_id: upstream.status() for model_id, upstream in upstreams.by_id.items()},
         }
 
     @post("/reload", status_code=200)

@@ -11,6 +11,9 @@ from litestar import Controller, Request, post
 from parsers import ContentDelta, ReasoningDelta, ToolCallArgsDelta, ToolCallEnd, ToolCallStart
 from router.api.anthropic.input import to_chat_messages, to_turn_request
 from router.api.dispatch import new_id, open_model, run_whole_turn
+from router.api.fleet import route_to_fleet
+from router.upstream.proxy import API_COUNT_TOKENS, API_MESSAGES
+from router.upstream.registry import Upstreams
 from router.turn.messages import normalize_messages
 from router.turn.template import render_chat
 from router.turn.textgen import Generation
@@ -28,8 +31,11 @@ class MessagesController(Controller):
     path = "/v1/messages"
 
     @post(status_code=200)
-    async def create(self, request: Request, pool: ModelPool) -> object:
-        body = decode_body(await request.body(), MessagesBody)
+    async def create(self, request: Request, pool: ModelPool, upstreams: Upstreams) -> object:
+        raw = await request.body()
+        if (reply := await route_to_fleet(request, raw, pool, upstreams, API_MESSAGES)) is not None:
+            return reply
+        body = decode_body(raw, MessagesBody)
         if body.max_tokens is None:
             raise InvalidRequestError("max_tokens: Field required", param="max_tokens")
         handle = await open_model(pool, body.model, wait=not body.stream)
@@ -41,8 +47,11 @@ class MessagesController(Controller):
         return _message(turn, body.model, builder.finish(), end)
 
     @post("/count_tokens", status_code=200)
-    async def count_tokens(self, request: Request, pool: ModelPool) -> dict[str, int]:
-        body = decode_body(await request.body(), MessagesBody)
+    async def count_tokens(self, request: Request, pool: ModelPool, upstreams: Upstreams) -> object:
+        raw = await request.body()
+        if (reply := await route_to_fleet(request, raw, pool, upstreams, API_COUNT_TOKENS)) is not None:
+            return reply
+        body = decode_body(raw, MessagesBody)
         handle = await open_model(pool, body.model, wait=False)  # the tokenizer is enough
         request_ = to_turn_request(body)
         prompt = await render_chat(handle, normalize_messages(to_chat_messages(body)), tools=request_.tools,

@@ -11,6 +11,9 @@ from msgspec import UNSET
 
 from parsers import ContentDelta, ReasoningDelta, ToolCallArgsDelta, ToolCallEnd, ToolCallStart, dump_arguments
 from router.api.dispatch import new_id, now, open_model, run_whole_turn
+from router.api.fleet import route_to_fleet
+from router.upstream.proxy import API_CHAT
+from router.upstream.registry import Upstreams
 from router.errors import InvalidRequestError, RouterError, error_body
 from router.pool import ModelPool
 from router.api.decode import decode_body
@@ -45,8 +48,11 @@ class ChatCompletionsController(Controller):
     path = "/v1/chat/completions"
 
     @post(status_code=200)
-    async def create(self, request: Request, pool: ModelPool) -> object:
-        body = decode_body(await request.body(), ChatCompletionBody)
+    async def create(self, request: Request, pool: ModelPool, upstreams: Upstreams) -> object:
+        raw = await request.body()
+        if (reply := await route_to_fleet(request, raw, pool, upstreams, API_CHAT)) is not None:
+            return reply
+        body = decode_body(raw, ChatCompletionBody)
         if body.n not in (None, 1):
             raise InvalidRequestError("Only n=1 is supported.", param="n")
         handle = await open_model(pool, body.model, wait=not body.stream)

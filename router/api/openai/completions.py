@@ -13,6 +13,9 @@ from msgspec import UNSET
 
 from engines.protocol import token_problem
 from router.api.dispatch import new_id, now, open_model
+from router.api.fleet import route_to_fleet
+from router.upstream.proxy import API_COMPLETIONS
+from router.upstream.registry import Upstreams
 from router.api.openai.chat import openai_error_frame, usage_of
 from router.turn.template import tokenize_text
 from router.errors import InvalidRequestError
@@ -30,8 +33,11 @@ class CompletionsController(Controller):
     path = "/v1/completions"
 
     @post(status_code=200)
-    async def create(self, request: Request, pool: ModelPool) -> object:
-        body = decode_body(await request.body(), CompletionBody)
+    async def create(self, request: Request, pool: ModelPool, upstreams: Upstreams) -> object:
+        raw = await request.body()
+        if (reply := await route_to_fleet(request, raw, pool, upstreams, API_COMPLETIONS)) is not None:
+            return reply
+        body = decode_body(raw, CompletionBody)
         _reject_unsupported(body)
         prompts = _prompt_list(body.prompt)
         # Each prompt is a generation of its own, and takes its own place in the model's limit.

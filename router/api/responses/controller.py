@@ -9,6 +9,9 @@ from typing import Any
 from litestar import Controller, Request, post
 
 from router.api.dispatch import new_id, open_model, run_whole_turn
+from router.api.fleet import route_to_fleet
+from router.upstream.proxy import API_RESPONSES
+from router.upstream.registry import Upstreams
 from router.errors import ContextLengthError, InvalidRequestError, RouterError, shown
 from router.pool import ModelPool
 from router.api.responses.input import flat_tools, input_messages, to_turn_request
@@ -24,8 +27,11 @@ class ResponsesController(Controller):
     path = "/v1/responses"
 
     @post(status_code=200)
-    async def create(self, request: Request, pool: ModelPool, responses: ResponseStore) -> object:
-        body = decode_body(await request.body(), ResponsesBody)
+    async def create(self, request: Request, pool: ModelPool, responses: ResponseStore, upstreams: Upstreams) -> object:
+        raw = await request.body()
+        if (reply := await route_to_fleet(request, raw, pool, upstreams, API_RESPONSES)) is not None:
+            return reply
+        body = decode_body(raw, ResponsesBody)
         history = _history(body, responses)
         handle = await open_model(pool, body.model, wait=not body.stream)
         turn_request = to_turn_request(body, history)

@@ -10,7 +10,9 @@ from .schema import (
     RouterConfig,
     SamplingDefaults,
     ServerConfig,
+    UpstreamModelConfig,
 )
+from .fleet import is_off_fleet
 
 __all__ = [
     "ConfigError",
@@ -21,6 +23,8 @@ __all__ = [
     "RouterConfig",
     "SamplingDefaults",
     "ServerConfig",
+    "UpstreamModelConfig",
+    "is_off_fleet",
     "load_config",
     "load_config_text",
     "read_config_text",

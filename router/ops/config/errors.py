@@ -9,12 +9,16 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Annotated, Any, NamedTuple, get_args, get_origin
+import types
+from typing import Annotated, Any, NamedTuple, Union, get_args, get_origin
 
 import annotated_types as at
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, Tag, ValidationError
 
-from .schema import Rule
+from .schema import LOCAL_TAG, UPSTREAM_TAG, Rule
+
+# Union member tags pydantic puts into error locations; not part of any TOML path.
+_TAGS = frozenset({LOCAL_TAG, UPSTREAM_TAG})
 
 __all__ = ["ConfigError", "dotted_path", "translate_errors"]
 
@@ -68,6 +72,11 @@ def _locate(root: type[BaseModel], loc: Sequence[str | int]) -> _Target:
     for segment in loc:
         base, _ = _unwrap(annotation)
         origin, args = get_origin(base), get_args(base)
+        if origin in (Union, types.UnionType) and segment in _TAGS:
+            annotation = next((member for member in args if _tag_of(member) == segment), None)
+            if annotation is None:
+                return _Target(None, (), owner)
+            continue
         if isinstance(base, type) and issubclass(base, BaseModel):
             owner = base
             field = base.model_fields.get(str(segment))
@@ -83,6 +92,11 @@ def _locate(root: type[BaseModel], loc: Sequence[str | int]) -> _Target:
             return _Target(None, (), owner)
     base, extra = _unwrap(annotation)
     return _Target(base, metadata + extra, owner)
+
+
+def _tag_of(member: Any) -> str | None:
+    _, metadata = _unwrap(member)
+    return next((item.tag for item in metadata if isinstance(item, Tag)), None)
 
 
 def _number(value: float) -> str:
@@ -138,7 +152,8 @@ def _render(value: Any) -> str:
 def _message(error: Mapping[str, Any], root: type[BaseModel]) -> tuple[tuple[str | int, ...], str]:
     loc = tuple(error["loc"])
     target = _locate(root, loc)
-    path = loc[:-1] if loc and loc[-1] == "[key]" else loc
+    path = tuple(segment for segment in loc if segment not in _TAGS)
+    path = path[:-1] if path and path[-1] == "[key]" else path
     kind = error["type"]
     if kind == "missing":
         return path, "required"

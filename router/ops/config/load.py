@@ -28,7 +28,8 @@ from pydantic_settings import (
 )
 
 from .errors import ConfigError, dotted_path, translate_errors
-from .schema import KeyConfig, ModelConfig, ModelId, RouterConfig, ServerConfig
+from .fleet import fleet_problems, raw_fleet_problems
+from .schema import AnyModelConfig, KeyConfig, ModelConfig, ModelId, RouterConfig, ServerConfig, UpstreamModelConfig
 
 __all__ = [
     "ENV_PREFIX",
@@ -211,7 +212,7 @@ def key_name_conflicts(keys: Any) -> list[str]:
 
 
 def _aliases_of(table: Any) -> list[str]:
-    if isinstance(table, ModelConfig):
+    if isinstance(table, (ModelConfig, UpstreamModelConfig)):
         return list(table.aliases)
     aliases = table.get("aliases", ()) if isinstance(table, Mapping) else ()
     if not isinstance(aliases, (list, tuple)):
@@ -252,7 +253,7 @@ class _RouterSettings(BaseSettings):
     )
 
     server: ServerConfig = Field(default_factory=ServerConfig)
-    models: dict[ModelId, ModelConfig] = Field(default_factory=dict)
+    models: dict[ModelId, AnyModelConfig] = Field(default_factory=dict)
     keys: tuple[KeyConfig, ...] = ()
 
     @model_validator(mode="wrap")
@@ -262,6 +263,7 @@ class _RouterSettings(BaseSettings):
         # alias conflicts together instead of making the operator fix them in rounds.
         conflicts = alias_conflicts(data.get("models") if isinstance(data, Mapping) else None)
         conflicts += key_name_conflicts(data.get("keys") if isinstance(data, Mapping) else None)
+        conflicts += raw_fleet_problems(data.get("models") if isinstance(data, Mapping) else None)
         try:
             settings = handler(data)
         except ValidationError as exc:
@@ -365,6 +367,11 @@ def _build(document: dict[str, Any], env: Mapping[str, str], overrides: Mapping[
         raise ConfigError([f"environment: {exc}"]) from None
     missing = [f"keys[{i}].key_env: environment variable {key.key_env} is not set (it holds the key's secret)"
                for i, key in enumerate(settings.keys) if key.key_env and not env.get(key.key_env)]
-    if missing:
-        raise ConfigError(missing)
-    return RouterConfig(server=settings.server, models=settings.models, keys=settings.keys)
+    config = RouterConfig(server=settings.server, models=settings.models, keys=settings.keys)
+    missing += [f"{dotted_path(('models', model_id, 'api_key_env'))}: environment variable {model.api_key_env} is not set "
+                "(it holds the key sent upstream)"
+                for model_id, model in config.upstream_models.items() if model.api_key_env and not env.get(model.api_key_env)]
+    problems = missing + fleet_problems(config)
+    if problems:
+        raise ConfigError(problems)
+    return config

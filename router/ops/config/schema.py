@@ -11,11 +11,15 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Annotated, Any
+from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, GetCoreSchemaHandler, model_validator
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, GetCoreSchemaHandler, Tag, model_validator
 from pydantic_core import PydanticCustomError, core_schema
 
 __all__ = [
+    "LOCAL_TAG",
+    "UPSTREAM_TAG",
+    "AnyModelConfig",
     "KVCacheConfig",
     "KeyConfig",
     "ModelConfig",
@@ -25,6 +29,7 @@ __all__ = [
     "Rule",
     "SamplingDefaults",
     "ServerConfig",
+    "UpstreamModelConfig",
     "one_of",
 ]
 
@@ -60,6 +65,24 @@ def one_of(*values: Any) -> Rule:
     return Rule(_or_list(values), lambda value: value in values)
 
 
+def url_problem(url: str) -> str | None:
+    """What is wrong with an upstream base URL, or None: http(s), a host, no query/fragment/userinfo."""
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises on a port that is not a number
+    except ValueError as exc:
+        return str(exc)
+    if parts.scheme not in ("http", "https"):
+        return "the scheme must be http or https"
+    if not parts.hostname:
+        return "no host"
+    if parts.username or parts.password:
+        return "credentials in the URL (use api_key_env)"
+    if parts.query or parts.fragment:
+        return "a query or fragment"
+    return None
+
+
 def _is_name(value: str) -> bool:
     return bool(value) and not any(ch.isspace() for ch in value)
 
@@ -70,6 +93,8 @@ _NonEmpty = Annotated[str, Rule("a non-empty string", bool)]
 _EnvName = Annotated[str, Rule("an environment variable name", lambda v: v == "" or re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", v) is not None)]
 _CpuBlas = Annotated[str, Rule('"auto", "off" or the absolute path of an existing shared library',
                                lambda v: v in ("auto", "off") or (os.path.isabs(v) and os.path.isfile(v)))]
+_UpstreamUrl = Annotated[str, Rule('an http:// or https:// base URL with a host and no query, fragment or credentials ("http://host:port/v1")',
+                                    lambda v: url_problem(v) is None)]
 _Sha256 = Annotated[str, Rule("64 hexadecimal characters (a SHA-256)", lambda v: v == "" or re.fullmatch(r"[0-9a-fA-F]{64}", v) is not None)]
 
 
@@ -123,6 +148,10 @@ class ServerConfig(_Frozen):
     """Browser origins allowed to call the API (CORS), e.g. "http://localhost:3000"; none by default."""
     cpu_blas: _CpuBlas = "auto"
     """Linux, MLX on its CPU backend: "auto" preloads a system OpenBLAS into workers when one is installed (~45x faster fp32 matmuls than MLX's bundled reference BLAS); "off"; or a library path."""
+    local_only: bool = False
+    """Refuse (at validate, start and reload) any config that could send a request off the fleet (router/upstream/fleet.py)."""
+    fleet_hosts: tuple[_NonEmpty, ...] = ()
+    """Upstream host names (or IPs) the operator vouches for as the team's own machines, beside loopback, private IPs and *.local."""
 
 
 class SamplingDefaults(_Frozen):
@@ -199,9 +228,49 @@ class ModelConfig(_Frozen):
     """`auto`, `none` or a parser name."""
     reasoning_parser: _NonEmpty = "auto"
     """`auto`, `none` or a parser name."""
+    spillover: tuple[ModelId, ...] = ()
+    """Upstream model ids to send a request to, first available first, when `spillover_when` holds."""
+    spillover_when: Annotated[str, one_of("queue_full", "unavailable", "least_loaded")] = "queue_full"
+    """"queue_full": instead of a 429; "unavailable": also while loading or failed; "least_loaded": the shortest queue wins."""
+    local_only: bool = False
+    """This model's requests never leave the fleet: its spillover upstreams must all be on it."""
     sampling: SamplingDefaults = Field(default_factory=SamplingDefaults)
     kv_cache: KVCacheConfig = Field(default_factory=KVCacheConfig)
     prefix_cache: PrefixCacheConfig = Field(default_factory=PrefixCacheConfig)
+
+
+class UpstreamModelConfig(_Frozen):
+    """`[models.<id>]` with `upstream`: a model another server serves, proxied (router/upstream/)."""
+
+    upstream: _UpstreamUrl
+    """Base URL of an OpenAI- or Anthropic-compatible API ("http://host:port/v1"). Required."""
+    upstream_model: str = ""
+    """The model name sent upstream; "" = this model's id."""
+    api_key_env: _EnvName = ""
+    """Environment variable holding the key sent upstream; "" sends none (the front's client keys never go)."""
+    timeout_s: Annotated[float, Field(gt=0)] = 600.0
+    """Longest wait for the upstream's response headers, and between two reads of its body."""
+    max_concurrency: Annotated[int, Field(ge=1)] = 64
+    """Requests in flight on this upstream at once; beyond it 429 (or the next spillover target)."""
+    cloud: bool = False
+    """Count this upstream as off the fleet whatever its host (a VPN endpoint, a hosted API behind a private IP)."""
+    local_only: bool = False
+    """Refuse this entry if its upstream is off the fleet."""
+    aliases: tuple[ModelId, ...] = ()
+    """Other names: exact strings or fnmatch globs such as "gpt-*"."""
+
+
+def model_kind(value: Any) -> str:
+    """Which table a `[models.<id>]` entry is: `upstream` without `path` makes it a remote one."""
+    if isinstance(value, dict):
+        return UPSTREAM_TAG if "upstream" in value and "path" not in value else LOCAL_TAG
+    return UPSTREAM_TAG if isinstance(value, UpstreamModelConfig) else LOCAL_TAG
+
+
+# Tags appear in pydantic error locations; errors.py drops them from the TOML path it prints.
+LOCAL_TAG, UPSTREAM_TAG = "<local>", "<upstream>"
+AnyModelConfig = Annotated[
+    Annotated[ModelConfig, Tag(LOCAL_TAG)] | Annotated[UpstreamModelConfig, Tag(UPSTREAM_TAG)], Discriminator(model_kind)]
 
 
 class KeyConfig(_Frozen):
@@ -233,5 +302,15 @@ class RouterConfig(_Frozen):
     """The whole file. `models` keeps file order (glob aliases resolve first-declared-wins)."""
 
     server: ServerConfig = Field(default_factory=ServerConfig)
-    models: dict[ModelId, ModelConfig] = Field(default_factory=dict)
+    models: dict[ModelId, AnyModelConfig] = Field(default_factory=dict)
     keys: tuple[KeyConfig, ...] = ()
+
+    @property
+    def local_models(self) -> dict[str, ModelConfig]:
+        """The models this machine's workers serve, in file order."""
+        return {model_id: model for model_id, model in self.models.items() if isinstance(model, ModelConfig)}
+
+    @property
+    def upstream_models(self) -> dict[str, UpstreamModelConfig]:
+        """The models proxied to another server, in file order."""
+        return {model_id: model for model_id, model in self.models.items() if isinstance(model, UpstreamModelConfig)}

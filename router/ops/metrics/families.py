@@ -63,5 +63,17 @@ class Metrics:
         self.rejections = Counter("rapidmlx_rejections", "Requests refused before generating, by reason.", ("reason",), registry=r)
         self.key_requests = Counter("rapidmlx_key_requests", "Requests per key.", ("key_name",), registry=r)
         self.key_tokens = Counter("rapidmlx_key_tokens", "Tokens per key, prompt and generation.", ("key_name", "kind"), registry=r)
+        # ---- upstreams and spillover (router/upstream/); model_name is the upstream model's id
+        self.upstream_requests = Counter("rapidmlx_upstream_requests", "Requests proxied upstream, by the upstream's status (or unreachable).",
+                                         (*MODEL, "status"), registry=r)
+        self.upstream_errors = Counter("rapidmlx_upstream_errors", "Upstream failures by kind (unreachable, timeout, stream, status_5xx, check).",
+                                       (*MODEL, "kind"), registry=r)
+        self.upstream_latency = Histogram("rapidmlx_upstream_response_latency_seconds", "From sending a request upstream to its response headers.",
+                                          MODEL, buckets=TOKEN_LATENCY_BUCKETS, registry=r)
+        self.upstream_running = Gauge("rapidmlx_upstream_requests_running", "Requests in flight on an upstream.", MODEL, registry=r)
+        self.upstream_healthy = Gauge("rapidmlx_upstream_healthy", "1 unless the upstream's last check or request could not reach it.",
+                                      MODEL, registry=r)
+        self.spillover = Counter("rapidmlx_spillover_requests", "Requests for a local model served by a spillover upstream, by reason.",
+                                 (*MODEL, "upstream", "reason"), registry=r)
         self.config_last_success.set_to_current_time()  # the config the server starts with applies now
         self.config_last_reload_ok.set(1)

@@ -22,6 +22,7 @@ from router.ops.config import ConfigError, RouterConfig, load_config_text, read_
 from router.ops.reload.diff import diff_keys, diff_models, diff_server
 from router.ops.auth.guard import Access
 from router.pool import ModelPool
+from router.upstream.registry import Upstreams
 from router.turn.parser_choice import pin_problems
 
 logger = logging.getLogger(__name__)
@@ -51,7 +52,7 @@ def check_config(text: str, *, source: str, env: Mapping[str, str] | None = None
         ConfigError: one line per problem, each naming its TOML path.
     """
     config = load_config_text(text, env=env, source=source, overrides=overrides)
-    problems = [line for model_id, model in config.models.items()
+    problems = [line for model_id, model in config.local_models.items()
                 for line in pin_problems(model_id, tool_parser=model.tool_parser, reasoning_parser=model.reasoning_parser)]
     if problems:
         raise ConfigError(problems)
@@ -67,8 +68,9 @@ class Reloader:
 
     def __init__(self, pool: ModelPool, path: Path | None, *, text: str | None = None,
                  env: Mapping[str, str] | None = None, overrides: Mapping[str, Any] | None = None,
-                 access: Access | None = None) -> None:
+                 access: Access | None = None, upstreams: Upstreams | None = None) -> None:
         self._pool = pool
+        self._upstreams = upstreams
         self._access = access
         self.path = path  # None: serving a config built from arguments (the demo); nothing to reload
         self._env = env
@@ -106,16 +108,18 @@ class Reloader:
             config = check_config(text, source=str(self.path), env=self._env, overrides=self._overrides)
         except ConfigError as exc:
             return self._rejected(source, now, exc.errors)
-        changes = diff_models(self._pool.running_configs(), config.models)
+        changes = diff_models(self._pool.running_configs(), config.local_models)
         server = diff_server(self._pool.config.server, config.server)
         keys = diff_keys(self._pool.config.keys, config.keys)
         self._pool.apply(config, changes)
+        upstream_changes = self._upstreams.apply(config) if self._upstreams is not None else {}
         if self._access is not None:
             self._access.update(config, self._env)  # keys and their settings: live
         if content_hash(text) != self.hash:  # the version counts the file's contents, not reloads
             self.version += 1
             self.hash = content_hash(text)
-        result = ReloadResult(True, source, now, self.version, changes={c.model_id: c.describe() for c in changes},
+        described = {c.model_id: c.describe() for c in changes} | {model_id: f"upstream {what}" for model_id, what in upstream_changes.items()}
+        result = ReloadResult(True, source, now, self.version, changes=described,
                               server_changes=list(server.live), key_changes=keys,
                               needs_restart=list(server.needs_restart))
         logger.info("config reloaded (%s): version %d, %s", source, self.version,

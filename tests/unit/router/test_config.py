@@ -18,6 +18,7 @@ from router.ops.config import (
     RouterConfig,
     SamplingDefaults,
     ServerConfig,
+    UpstreamModelConfig,
     load_config,
     load_config_text,
     resolve_runtime_dir,
@@ -29,7 +30,7 @@ EXAMPLE = Path(__file__).resolve().parents[3] / "rapidmlx.toml.example"
 # The unknown-key message lists every [server] field in schema order; derived, so new fields need no edit here.
 SERVER_KEYS = ", ".join(ServerConfig.model_fields)
 # Keys the example must set to something other than the default, to show what a value looks like.
-EXAMPLE_NON_DEFAULT = {"path", "aliases"}
+EXAMPLE_NON_DEFAULT = {"path", "aliases", "upstream"}
 
 MINIMAL = """
 [models.coder]
@@ -461,7 +462,7 @@ def test_example_sets_every_field_to_its_default():
     config = load_config(EXAMPLE, env={})
     assert config.models, "example declares no model"
     tables: list[tuple[tuple[str, ...], type[pydantic.BaseModel], Any]] = [(("server",), ServerConfig, config.server)]
-    tables += [(("models", model_id), ModelConfig, model) for model_id, model in config.models.items()]
+    tables += [(("models", model_id), type(model), model) for model_id, model in config.models.items()]
     checked = 0
     for prefix, schema, loaded in tables:
         for path, field in schema_leaves(schema):
@@ -476,8 +477,9 @@ def test_example_sets_every_field_to_its_default():
             else:
                 assert value == default, f"{name}: example has {value!r}, schema default is {default!r}"
             checked += 1
-    per_model = len(list(schema_leaves(ModelConfig)))
-    assert checked == len(list(schema_leaves(ServerConfig))) + len(config.models) * per_model
+    per_model = sum(len(list(schema_leaves(type(model)))) for model in config.models.values())
+    assert {type(model) for model in config.models.values()} == {ModelConfig, UpstreamModelConfig}, "example shows both kinds"
+    assert checked == len(list(schema_leaves(ServerConfig))) + per_model
     assert checked >= 30
 
 

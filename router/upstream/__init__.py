@@ -1,0 +1,1 @@
+"""Remote upstream models: proxying, health checks and spillover targets (router-side only)."""
