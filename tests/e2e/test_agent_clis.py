@@ -165,27 +165,22 @@ def _replay(base_url: str, path: str, body: dict) -> tuple[str, float]:
     return reason, time.monotonic() - started
 
 
-@_needs(CLAUDE)
-def test_claude_code_finishes_a_turn_and_its_requests_replay(demo, tmp_path):
-    base_url, _, log_path = demo
-    run = _claude(tmp_path / "home")
-    _one_turn(run, base_url, log_path, "claude -p")
-    bodies = _recorded_bodies(run)
-    assert bodies and all(body["model"] == CLAUDE_MODEL and body["tools"] for _, body in bodies)
-    for path, body in bodies:
-        reason, seconds = _replay(base_url, path, body)
-        _report(f"Claude Code body replayed ({len(json.dumps(body)) // 1000}k chars, {len(body['tools'])} tools)", seconds, reason)
-        assert reason in ("end_turn", "tool_use"), reason
+# name, binary, how to run it, the model name it sends, the replay's clean ends (Messages / Responses).
+AGENTS = {
+    "claude-code": (CLAUDE, _claude, CLAUDE_MODEL, {"end_turn", "tool_use"}),
+    "codex": (CODEX, _codex, CODEX_MODEL, {"completed"}),
+}
 
 
-@_needs(CODEX)
-def test_codex_finishes_a_turn_and_its_requests_replay(demo, tmp_path):
+@pytest.mark.parametrize("agent", [pytest.param(name, marks=_needs(spec[0])) for name, spec in AGENTS.items()])
+def test_agent_cli_finishes_a_turn_and_its_requests_replay(demo, tmp_path, agent):
+    _, make_runner, model, clean_ends = AGENTS[agent]
     base_url, _, log_path = demo
-    run = _codex(tmp_path / "home")
-    _one_turn(run, base_url, log_path, "codex exec")
+    run = make_runner(tmp_path / "home")
+    _one_turn(run, base_url, log_path, agent)
     bodies = _recorded_bodies(run)
-    assert bodies and all(body["model"] == CODEX_MODEL and body["tools"] for _, body in bodies)
+    assert bodies and all(body["model"] == model and body["tools"] for _, body in bodies)
     for path, body in bodies:
         reason, seconds = _replay(base_url, path, body)
-        _report(f"Codex body replayed ({len(json.dumps(body)) // 1000}k chars, {len(body['tools'])} tools)", seconds, reason)
-        assert reason.split(":")[0] == "completed", reason
+        _report(f"{agent} body replayed ({len(json.dumps(body)) // 1000}k chars, {len(body['tools'])} tools)", seconds, reason)
+        assert reason.split(":")[0] in clean_ends, reason
