@@ -106,12 +106,13 @@ class ServerFactory:
         self._servers: list[LiveServer] = []
 
     def start(self, models: dict[str, dict], *, server: dict | None = None, wait: bool = True, symlink: bool = False,
-              keys: list[dict] | None = None, env: dict[str, str] | None = None, ready_key: str | None = None) -> LiveServer:
+              keys: list[dict] | None = None, env: dict[str, str] | None = None, ready_key: str | None = None,
+              port: int | None = None) -> LiveServer:
         """Write a config with these ``[models.*]`` (and ``[[keys]]``) tables and serve it (through a
-        symlink if asked), with ``env`` added to the server's environment."""
+        symlink if asked), with ``env`` added to the server's environment, on ``port`` (default: a free one)."""
         index = len(self._servers)
         runtime_dir = self._root / f"run{index}"
-        port = free_port()
+        port = port or free_port()
         config = {"server": {"port": port, "runtime_dir": str(runtime_dir), "offline": True, **(server or {})}, "models": models}
         if keys:
             config["keys"] = keys
