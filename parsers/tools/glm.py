@@ -34,6 +34,11 @@ from ..schema import ToolSet, coerce_value, lenient_literal
 __all__ = ["Glm45ToolParser", "Glm47ToolParser", "HyV3ToolParser", "LongcatToolParser"]
 
 _NAME = re.compile(r"[\w.\-:/]+\Z")
+# A once-escaped copy of the template's layout: GLM-4.6 sometimes writes the newlines
+# between its tags as the two characters ``\n`` (SGLang's GLM-4 detector accepts them).
+_LAYOUT = r"(?:\s|\\n)*"
+_TRAILING_ESCAPED_NL = re.compile(r"(?:\\n)+\Z")
+_TRAILING_ESCAPED_NL_PART = re.compile(r"(?:\\n)*\\?\Z")  # the same, maybe cut after the backslash
 # The first line of a body: a name, maybe followed by ``{json`` or ``key=value`` pairs
 # (mlx-lm's lenient forms), or by the start of a key still being written.
 _HEAD = re.compile(r"[\w.\-:/]+(?:[ \t]+(?:\{.*|[A-Za-z_][\w.\-]*=.*|[A-Za-z_][\w.\-]*)?)?\Z", re.S)
@@ -42,7 +47,7 @@ _HEAD = re.compile(r"[\w.\-:/]+(?:[ \t]+(?:\{.*|[A-Za-z_][\w.\-]*=.*|[A-Za-z_][\
 @cache
 def _pair_regex(prefix: str) -> re.Pattern[str]:
     return re.compile(
-        rf"\s*<{prefix}arg_key>(?P<key>.*?)</{prefix}arg_key>\s*<{prefix}arg_value>(?P<value>.*?)</{prefix}arg_value>",
+        rf"{_LAYOUT}<{prefix}arg_key>(?P<key>.*?)</{prefix}arg_key>{_LAYOUT}<{prefix}arg_value>(?P<value>.*?)</{prefix}arg_value>",
         re.S,
     )
 
@@ -58,7 +63,7 @@ def parse_kv_body(body: str, tools: ToolSet, *, prefix: str = "", name_sep: str 
         return json_body_calls(text)
     key_tag = f"<{prefix}arg_key>"
     cut = text.find(name_sep) if name_sep else text.find(key_tag)
-    name = (text if cut < 0 else text[:cut]).strip()
+    name = _TRAILING_ESCAPED_NL.sub("", (text if cut < 0 else text[:cut]).strip()).strip()
     if not _NAME.match(name):
         return _plain_text_call(text, tools)
     rest = "" if cut < 0 else text[cut + len(name_sep) :]
@@ -66,7 +71,7 @@ def parse_kv_body(body: str, tools: ToolSet, *, prefix: str = "", name_sep: str 
     while pos < len(rest):
         m = regex.match(rest, pos)
         if not m:
-            if rest[pos:].strip():
+            if rest[pos:].replace("\\n", "").strip():
                 return None  # a half-written pair: the end marker sat inside a value
             break
         key = m.group("key").strip()
@@ -155,7 +160,7 @@ class Glm45ToolParser(ToolStream):
         if not head or head.startswith("{"):
             return True
         stop = min((i for i in (head.find("<"), head.find("\n")) if i >= 0), default=len(head))
-        first = head[:stop].strip()
+        first = _TRAILING_ESCAPED_NL_PART.sub("", head[:stop].strip())
         return bool(_HEAD.match(first)) if first else True
 
 

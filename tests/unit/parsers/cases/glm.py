@@ -113,4 +113,15 @@ CASES = [
          parser="glm47", calls=[call("get_weather", {"city": "X", "extra": {"k": [1, 2]}})]),
     case("glm47/escaped-text-in-string-stays", g47("write_file", path="a", content=r'[{\"id\": 1}]'),
          parser="glm47", calls=[call("write_file", {"path": "a", "content": r'[{\"id\": 1}]'})]),
+    # GLM-4.6 writing the template's newlines once-escaped, as the two characters \n (SGLang
+    # test_function_call_parser TestGlm4MoeDetector.test_array_argument_with_escaped_json).
+    case("glm45/escaped-layout-newlines",
+         r'<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Paris</arg_value>\n</tool_call>',
+         parser="glm45", calls=[call("get_weather", {"city": "Paris"})]),
+    case("glm45/escaped-layout-escaped-json",
+         r'<tool_call>search\n<arg_key>tags</arg_key>\n<arg_value>[\"a\", \"b\"]</arg_value></tool_call>',
+         parser="glm45", calls=[call("search", {"tags": ["a", "b"]})]),
+    case("glm45/backslash-n-in-value-kept",
+         r'<tool_call>write_file<arg_key>path</arg_key><arg_value>a.txt</arg_value><arg_key>content</arg_key><arg_value>x\ny</arg_value></tool_call>',
+         parser="glm45", calls=[call("write_file", {"path": "a.txt", "content": r"x\ny"})]),
 ]
