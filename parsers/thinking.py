@@ -46,6 +46,10 @@ class ReasoningParser:
     control_tags: ClassVar[bool] = False
     """The tags are control tokens, never prose (Mistral, Gemma 4): a block may open after
     content, and a closing tag with no block open is dropped from content."""
+    drop_stray_close: ClassVar[bool] = False
+    """A closing tag met in the content (no block open) is dropped, not sent on: MiniMax-M2
+    re-emits ``</think>`` after its answer has begun (vLLM strips it).  Tags after a call
+    marker belong to the calls and are left alone."""
     block_labels: ClassVar[tuple[str, ...]] = ()
     """Role labels a block may open with, dropped with the newline after them (Gemma 4's
     ``thought``)."""
@@ -72,6 +76,8 @@ class ReasoningParser:
         self._call_markers = self.exit_markers + exit_markers + call_markers
         if self.control_tags:
             self._content_tags += self.open_tags + self.close_tags + self._call_markers
+        elif self.drop_stray_close:
+            self._content_tags += self.close_tags + self._call_markers
         self._state = "start"
         self._buf = ""
         self._label_pending = False

@@ -84,6 +84,7 @@ class MinimaxM2ReasoningParser(ReasoningParser):
     """MiniMax-M2: the prompt ends with ``<think>``; output shows only ``</think>``."""
 
     implicit_open = True
+    drop_stray_close = True
 
 
 class MinimaxM2AppendThinkReasoningParser(ReasoningParser):

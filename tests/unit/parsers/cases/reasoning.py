@@ -166,4 +166,13 @@ CASES += [
          '[THINK]Write it.[/THINK][TOOL_CALLS]write_file[ARGS]{"path": "a.md", "content": "[THINK]x[/THINK]"}',
          parser="mistral", reasoning_parser="mistral", reasoning="Write it.",
          calls=[call("write_file", {"path": "a.md", "content": "[THINK]x[/THINK]"})]),
+    # MiniMax-M2 re-emitting </think> inside its answer (vLLM test_minimax_m2_reasoning_parser
+    # double_end_token): the stray tag is dropped; one quoted in call arguments stays.
+    case("minimax_m2/stray-close-in-content", "r</think>content A</think>content B", parser=None,
+         reasoning_parser="minimax_m2", reasoning="r", content="content Acontent B"),
+    case("minimax_m2/close-tag-in-call-arguments-kept",
+         'r</think>Ok <minimax:tool_call><invoke name="write_file"><parameter name="path">a</parameter>'
+         '<parameter name="content">has </think> in it</parameter></invoke></minimax:tool_call>',
+         parser="minimax_m2", reasoning_parser="minimax_m2", reasoning="r", content="Ok",
+         calls=[call("write_file", {"path": "a", "content": "has </think> in it"})]),
 ]
