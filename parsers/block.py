@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["NEED_MORE", "Block", "BufferedBlock", "SniffBlock", "find_first", "partial_suffix_len"]
+__all__ = ["NEED_MORE", "Block", "BufferedBlock", "QuotedThinkBlock", "SniffBlock", "find_first", "partial_suffix_len"]
 
 NEED_MORE = object()
 """Sentinel: not enough text yet to decide."""
@@ -188,6 +188,22 @@ class BufferedBlock(Block):
     def _emit(self, calls: list[RawCall]) -> None:
         for call in calls:
             self._sink.call(call)
+
+
+def _no_calls(body: str, final: bool) -> None:
+    return None
+
+
+class QuotedThinkBlock(BufferedBlock):
+    """A closed think block met in content (no reasoning parser ran): its text stays
+    content and the calls written inside it are not calls (MiniMax-M1, Seed-OSS)."""
+
+    def __init__(self, sink: EventSink, close_tag: str) -> None:
+        super().__init__(sink, (close_tag,), _no_calls, strict=True)
+
+    def close(self) -> bool:
+        # Never closed: not a think block after all, so its text is scanned as content.
+        raise NotACallError("unclosed think block")
 
 
 Chooser = Callable[[str, bool], "Block | object | None"]

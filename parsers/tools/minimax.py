@@ -31,7 +31,7 @@ import re
 from typing import TYPE_CHECKING
 
 from ..base import NotACallError
-from ..block import Block, BufferedBlock
+from ..block import Block, QuotedThinkBlock
 from ..engine import ToolStream
 from ..jsoncall import CallKeys, call_from_object
 from ..schema import lenient_literal
@@ -159,21 +159,6 @@ class _JsonLinesBlock(Block):
         return True
 
 
-def _never(body: str, final: bool) -> None:
-    return None
-
-
-class _ThinkText(BufferedBlock):
-    """A closed ``<think>`` block in content: its text stays content, its calls are not calls."""
-
-    def __init__(self, sink: EventSink) -> None:
-        super().__init__(sink, ("</think>",), _never, strict=True)
-
-    def close(self) -> bool:
-        # Never closed: not a think block after all, so its text is scanned as content.
-        raise NotACallError("unclosed think block")
-
-
 class MinimaxM1ToolParser(ToolStream):
     """MiniMax-M1 ``<tool_calls>`` with one JSON call object per line."""
 
@@ -182,5 +167,5 @@ class MinimaxM1ToolParser(ToolStream):
 
     def open_block(self, marker: str) -> Block | None:
         if marker == "<think>":
-            return _ThinkText(self.sink)
+            return QuotedThinkBlock(self.sink, "</think>")
         return _JsonLinesBlock(self.sink)

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ..block import NEED_MORE, Block, SniffBlock
+from ..block import NEED_MORE, Block, QuotedThinkBlock, SniffBlock
 from ..xmlcall import QWEN3_XML, XmlInvokeBlock
 from .hermes import HermesToolParser
 
@@ -56,14 +56,20 @@ _SEED_XML = replace(QWEN3_XML, block_close=("</seed:tool_call>",), open_ends_par
 
 
 class SeedOssToolParser(Qwen3CoderToolParser):
-    """Seed-OSS: the Qwen3-Coder grammar inside ``<seed:tool_call>``."""
+    """Seed-OSS: the Qwen3-Coder grammar inside ``<seed:tool_call>``.
 
-    start_markers = ("<seed:tool_call>",)
+    Its reasoning often quotes the call syntax; without a reasoning parser the think
+    block reaches this parser, which keeps it as content and parses no call inside it.
+    """
+
+    start_markers = ("<seed:tool_call>", "<seed:think>")
     end_markers = ("</seed:tool_call>",)
     drop_markers = ("<seed:eos>",)
     reasoning_exit_markers = ()
 
     def open_block(self, marker: str) -> Block | None:
+        if marker == "<seed:think>":
+            return QuotedThinkBlock(self.sink, "</seed:think>")
         return SniffBlock(self._choose)
 
     def _choose(self, text: str, eof: bool):

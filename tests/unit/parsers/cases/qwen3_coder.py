@@ -135,4 +135,17 @@ CASES = [
          calls=[call("get_weather", {"city": "Dallas\n<parameter=unit>C"})]),
     case("seed_oss/truncated", "<seed:tool_call>\n<function=get_weather>\n<parameter=city>\nX", parser="seed_oss",
          truncated=True, content="<seed:tool_call>\n<function=get_weather>\n<parameter=city>\nX"),
+    # Seed-OSS without a reasoning parser (vLLM test_seed_oss_tool_parser, unlimited thinking
+    # budget): the think block stays content and the call it quotes is no call.
+    case("seed_oss/think-block-as-content-quotes-call",
+         "<seed:think>Use <seed:tool_call>\n<function=get_weather>\n<parameter=city>\nX\n</parameter>\n"
+         "</function>\n</seed:tool_call> for that.</seed:think>"
+         "<seed:tool_call>\n<function=get_weather>\n<parameter=city>\nKyiv\n</parameter>\n</function>\n</seed:tool_call>",
+         parser="seed_oss",
+         content="<seed:think>Use <seed:tool_call>\n<function=get_weather>\n<parameter=city>\nX\n</parameter>\n"
+                 "</function>\n</seed:tool_call> for that.</seed:think>",
+         calls=[call("get_weather", {"city": "Kyiv"})]),
+    case("seed_oss/unclosed-think-block-is-scanned", "<seed:think>cut off <seed:tool_call>\n<function=get_time>\n"
+         "</function>\n</seed:tool_call>", parser="seed_oss", content="<seed:think>cut off",
+         calls=[call("get_time")]),
 ]
