@@ -5,7 +5,7 @@ granite            ``<|tool_call|>[{...}]`` (3.1+ also ``<tool_call>[...]``)
 granite-20b-fc     ``<function_call> {json}`` repeated
 phi4_mini_json     ``functools[{"name": ..., "arguments": {...}}]`` (FireFunction v2)
 xlam               bare ``[{...}]`` at call position, a ```` ```json ```` fence (also after text),
-                   or after ``[TOOL_CALLS]``/``<tool_call>``
+                   or after ``[TOOL_CALLS]``/``<tool_call>``/``</think>``
 hunyuan_a13b       ``<tool_calls>[{...}]</tool_calls>`` (inside ``<answer>``)
 jamba              ``<tool_calls>[{...}]</tool_calls>``
 internlm           ``<|action_start|><|plugin|>{"name", "parameters"}<|action_end|>``
@@ -91,13 +91,22 @@ class XlamToolParser(FenceMarkerHold, _Wrapped):
     """xLAM-2: the message is a JSON call array (possibly fenced or after a marker).
 
     As in vLLM, a ```` ```json ```` fence after text holds the calls too (the text stays
-    content), while a bare array after text is prose.
+    content), while a bare array after text is prose, unless it follows a think block
+    (``<think>...</think>[...]``, which reaches this parser when no reasoning parser runs).
     """
 
     formats: ClassVar[dict[str, tuple[str, ...]]] = {"[TOOL_CALLS]": (), "<tool_call>": ("</tool_call>",)}
-    start_markers = (*formats, "```json")
+    start_markers = (*formats, "```json", "</think>")
     end_markers = ("</tool_call>",)
     keys = CallKeys(require_args=True)
+
+    def _on_marker(self, marker: str) -> None:
+        if marker == "</think>":
+            # The close tag stays content; the call array may follow it.
+            self.emit_content(marker)
+            self._at_call_pos = True
+            return
+        super()._on_marker(marker)
 
     def open_block(self, marker: str) -> Block | None:
         if marker != "```json":
@@ -150,9 +159,11 @@ class ApertusToolParser(_Wrapped):
 
 
 class GigaChat3ToolParser(_Wrapped):
-    """GigaChat 3: one JSON call after ``function call<|role_sep|>``."""
+    """GigaChat 3: one JSON call after ``function call<|role_sep|>``; an object without
+    ``arguments`` is no call (SGLang's GigaChat3 detector)."""
 
     formats: ClassVar[dict[str, tuple[str, ...]]] = {"function call<|role_sep|>": (), "<|function_call|>": ()}
     start_markers = tuple(formats)
     drop_markers = ("<|message_sep|>", "</s>")
     array = False
+    keys = CallKeys(require_args=True)

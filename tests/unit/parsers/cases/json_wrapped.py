@@ -110,4 +110,14 @@ CASES = [
          truncated=True, content='<|tools_prefix|>[{"get_weather": {"city": "Lon'),
     case("apertus/text-after-missing-suffix", '<|tools_prefix|>[{"get_weather": {"city": "Bern"}}]\nAnything else?',
          parser="apertus", content="Anything else?", calls=[call("get_weather", {"city": "Bern"})]),
+    # xLAM after a think block with no reasoning parser (vLLM test_xlam_tool_parser
+    # single_tool_with_think_tag): the block stays content, the array after it is the calls.
+    case("xlam/array-after-think-block-without-reasoning-parser", f"<think>I'll help.</think>[{W}]", parser="xlam",
+         content="<think>I'll help.</think>", calls=[call("get_weather", {"city": "Paris"})]),
+    case("xlam/prose-after-think-block", "<think>hm</think>The answer is [1, 2].", parser="xlam",
+         content="<think>hm</think>The answer is [1, 2]."),
+    # GigaChat 3: an object without arguments is no call (SGLang TestGigaChat3Detector
+    # test_detect_and_parse_missing_arguments).
+    case("gigachat3/missing-arguments-is-no-call", 'function call<|role_sep|>\n{"name": "get_time"}', parser="gigachat3",
+         content='function call<|role_sep|>\n{"name": "get_time"}'),
 ]
