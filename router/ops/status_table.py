@@ -37,7 +37,27 @@ def print_status(url: str, key: str | None = None) -> int:
     for model_id, model in status["models"].items():
         for line in _details(model):
             console.print(f"{model_id}: {line}", markup=False)
+    _print_upstreams(console, status.get("upstreams") or {})
     return 0
+
+
+def _print_upstreams(console: Console, upstreams: dict[str, Any]) -> None:
+    """A row per upstream model: where it is, its health and its load from this router."""
+    if not upstreams:
+        return
+    table = Table(box=None, pad_edge=False)
+    for column in ("UPSTREAM", "STATE", "URL", "MODEL", "INFLIGHT", "REQUESTS", "CHECK", "ERRORS", "FLEET"):
+        table.add_column(column, no_wrap=True)
+    for model_id, upstream in upstreams.items():
+        latency = upstream.get("last_check_latency_ms")
+        table.add_row(model_id, upstream["state"], upstream["upstream"], upstream["upstream_model"],
+                      f"{upstream['inflight']}/{upstream['max_concurrency']}", str(upstream["requests"]),
+                      "-" if latency is None else f"{latency:.1f} ms", str(upstream["errors"]),
+                      "off" if upstream["off_fleet"] else "on")
+    console.print(table)
+    for model_id, upstream in upstreams.items():
+        if upstream["state"] == "unreachable" and upstream.get("last_error"):
+            console.print(f"{model_id}: {upstream['last_error']} (next check in {upstream['next_check_in_s']}s)", markup=False)
 
 
 def request_reload(url: str, key: str | None = None) -> int:
