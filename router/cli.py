@@ -184,11 +184,12 @@ def _models(config_path: Path | None) -> int:
     except ConfigError as exc:
         print(str(exc), file=sys.stderr)
         return 1
-    for model_id, model in config.upstream_models.items():
+    upstreams = config.upstream_models
+    for model_id, model in config.models.items():
         aliases = ", ".join(model.aliases) or "-"
-        print(f"{model_id}\n  upstream: {model.upstream} (model {model.upstream_model or model_id!r})\n  aliases: {aliases}")
-    for model_id, model in config.local_models.items():
-        aliases = ", ".join(model.aliases) or "-"
+        if model_id in upstreams:
+            print(f"{model_id}\n  upstream: {model.upstream} (model {model.upstream_model or model_id!r})\n  aliases: {aliases}")
+            continue
         print(f"{model_id}\n  path: {model.path}\n  aliases: {aliases}\n  preload: {str(model.preload).lower()}")
         tool, reasoning, constrained = _parser_lines(model, offline=config.server.offline)
         print(f"  tool parser: {tool}\n  reasoning parser: {reasoning}\n  required tool calls: {constrained}")

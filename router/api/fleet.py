@@ -3,7 +3,8 @@
 Every inference endpoint asks ``route_to_fleet`` first, with the raw body: a name that resolves to an
 upstream model is proxied; a local model with ``spillover`` may be sent to one of its upstreams
 (router/upstream/spillover.py); otherwise the endpoint serves it locally as before. The response says
-where it was served in ``x-rapidmlx-served-by`` (``local`` or ``upstream:<id>``).
+where it was served in ``x-rapidmlx-served-by`` (``local`` or ``upstream:<id>``) whenever the config
+has upstream models.
 """
 
 from __future__ import annotations
@@ -58,12 +59,14 @@ def allowed_target(pool: ModelPool, upstreams: Upstreams, name: str) -> ModelHan
 
 async def route_to_fleet(request: Request, raw: bytes, pool: ModelPool, upstreams: Upstreams, api: Api) -> Response | Stream | None:
     """The reply when an upstream serves this request; None when the endpoint should serve it locally."""
+    if not upstreams.by_id:  # a single machine: nothing to route (no header), and no second decode of the body
+        return None
+    state = request.scope.setdefault("state", {})
     body = _json_object(raw)
     if body is None or not isinstance(body.get("model"), str):
         return None  # the endpoint's own decoding reports what is wrong
     name = body["model"]
     target = allowed_target(pool, upstreams, name)
-    state = request.scope.setdefault("state", {})
     metrics = pool.metrics
     if isinstance(target, Upstream):
         state["served_by"] = f"upstream:{target.model_id}"
