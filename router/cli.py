@@ -138,6 +138,8 @@ def _configure_logging(level: str) -> None:
     logging.basicConfig(level=level.upper(), format="%(asctime)s %(levelname)s %(name)s [%(request_id)s]: %(message)s", force=True)
     for handler in logging.getLogger().handlers:
         handler.addFilter(RequestIdFilter())
+    # httpx logs every request at INFO: each proxied request and upstream health check, once more.
+    logging.getLogger("httpx").setLevel(logging.WARNING)
 
 
 def _graceful_server_class():

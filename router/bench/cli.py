@@ -157,6 +157,14 @@ def build_parser() -> argparse.ArgumentParser:
     kv.add_argument("--context", type=int, default=32768, help="tokens per session, for the sessions that fit")
     kv.add_argument("--dtype", choices=("float16", "bfloat16", "float32"), default="float16", help="the model's dtype for the run")
     kv.add_argument("--out", type=Path)
+    hop = workloads.add_parser("hop", help="what one upstream hop adds to TTFT: paired requests, direct and through a front")
+    hop.add_argument("--direct", required=True, help="the upstream server, e.g. http://127.0.0.1:8201")
+    hop.add_argument("--front", required=True, help="a server proxying to it, e.g. http://127.0.0.1:8200")
+    hop.add_argument("--model", required=True, help="the model name at the upstream")
+    hop.add_argument("--front-model", help="its name at the front (default: --model)")
+    hop.add_argument("--pairs", type=int, default=200)
+    hop.add_argument("--front-pid", type=int, help="the front's pid (Linux): also report its CPU time per proxied request")
+    hop.add_argument("--out", type=Path)
     make = workloads.add_parser("make-model", help="write a deterministic random-weight checkpoint both servers load offline")
     make.add_argument("--arch", choices=("qwen3", "llama", "qwen3_next"), default="qwen3")
     make.add_argument("--size", choices=("tiny", "small", "medium"), default="small")
@@ -183,6 +191,14 @@ def main(argv: list[str] | None = None) -> int:
         return _engine_burst(args, out_dir)
     if args.workload == "grammar":
         return _grammar(args, out_dir)
+    if args.workload == "hop":
+        from router.bench.proxy_hop import cpu_seconds, hop_report, measure_hop
+
+        cpu_before = cpu_seconds(args.front_pid) if args.front_pid else None
+        results = measure_hop(args.direct, args.model, args.front, args.front_model or args.model, pairs=args.pairs)
+        # The two warm-up pairs count too: a little over, never under.
+        front_cpu = cpu_seconds(args.front_pid) - cpu_before if cpu_before is not None else None
+        return _write_summary(out_dir, "hop", hop_report(results, front_cpu))
     if args.workload == "tools-scripted":
         return _scripted_tools(parser, args, out_dir)
     return _run(parser, args, out_dir)
