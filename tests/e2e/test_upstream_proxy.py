@@ -7,7 +7,10 @@ different client keys. Greedy, seeded requests make the two servers' outputs com
 
 from __future__ import annotations
 
+import json
+import os
 import re
+import signal
 import threading
 import time
 
@@ -177,3 +180,21 @@ def test_many_streams_at_once_all_complete(server):
     for thread in threads:
         thread.join(120)
     assert results == [200] * 6
+
+
+def test_an_upstream_that_dies_mid_stream_ends_the_stream_with_the_apis_error_event(servers, tiny_models):
+    back = servers.start({"tiny": {"path": str(tiny_models.path("qwen3"))}})
+    front = servers.start({"remote": {"upstream": back.base_url + "/v1", "upstream_model": "tiny"}})
+    worker = back.worker_pid("tiny")
+    body = dict(CHAT, model="remote", max_tokens=3000, stream=True)
+    with httpx.stream("POST", front.base_url + "/v1/chat/completions", json=body, timeout=120) as response:
+        lines = response.iter_lines()
+        assert next(line for line in lines if line.startswith("data: "))
+        for pid in (back.process.pid, worker):  # no graceful drain: the connection breaks
+            os.kill(pid, signal.SIGKILL)
+        back.process.wait(30)
+        data = [line for line in lines if line.startswith("data: ")]
+    assert data[-1] != "data: [DONE]"
+    error = json.loads(data[-1][6:])["error"]
+    assert error["code"] == "model_unavailable" and "broke off the stream" in error["message"]
+    assert wait_for(lambda: front.status()["upstreams"]["remote"]["state"] == "unreachable", 30, "a check to find it down")
