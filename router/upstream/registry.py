@@ -8,6 +8,7 @@ requests it carries have ended.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 from collections.abc import Mapping
@@ -21,6 +22,7 @@ __all__ = ["Upstreams"]
 logger = logging.getLogger(__name__)
 
 DRAIN_POLL_S = 0.5
+STOP_WAIT_S = 5.0
 
 
 class Upstreams:
@@ -44,6 +46,8 @@ class Upstreams:
             upstream.start()
 
     async def stop(self) -> None:
+        if self._closing:  # replaced or removed ones still draining: a moment to close cleanly
+            await asyncio.wait(list(self._closing), timeout=STOP_WAIT_S)
         for task in list(self._closing):
             task.cancel()
         await asyncio.gather(*self._closing, return_exceptions=True)
@@ -73,7 +77,9 @@ class Upstreams:
                 changes[model_id] = "removed"
                 self._close_when_idle(old)
                 for family in (self._metrics.upstream_healthy, self._metrics.upstream_running):
-                    family.remove(model_id)
+                    # A series exists only once set: the running gauge not before a first request.
+                    with contextlib.suppress(KeyError):
+                        family.remove(model_id)
         self.by_id = live
         return changes
 

@@ -148,3 +148,28 @@ def test_an_upstream_key_env_must_be_set_and_env_overrides_reach_upstream_tables
     assert line == "models.gpt.api_key_env: environment variable OPENAI_API_KEY is not set (it holds the key sent upstream)"
     config = load_config_text(text, env={"OPENAI_API_KEY": "sk", "RAPIDMLX_MODELS__GPT__TIMEOUT_S": "5"})
     assert config.upstream_models["gpt"].timeout_s == 5.0 and not config.local_models
+
+
+# --- the registry on reload ----------------------------------------------------------------------------
+
+
+def test_a_reload_keeps_unchanged_upstreams_and_replaces_or_removes_the_rest():
+    import asyncio
+
+    from router.ops.metrics.families import Metrics
+    from router.upstream.registry import Upstreams
+
+    def config(**tables: str):
+        text = "".join(f'[models.{model_id}]\nupstream = "{url}"\n' for model_id, url in tables.items())
+        return load_config_text(text, env={})
+
+    async def scenario() -> None:
+        upstreams = Upstreams(config(a="http://127.0.0.1:9/v1", b="http://127.0.0.1:9/v1", c="http://127.0.0.1:9/v1"),
+                              env={}, metrics=Metrics())
+        kept = upstreams.get("a")
+        changes = upstreams.apply(config(a="http://127.0.0.1:9/v1", b="http://127.0.0.2:9/v1"))
+        assert changes == {"b": "changed", "c": "removed"}
+        assert upstreams.get("a") is kept and upstreams.get("c") is None
+        await upstreams.stop()
+
+    asyncio.run(scenario())
