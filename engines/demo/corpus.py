@@ -178,8 +178,59 @@ def tool_task(rng: random.Random, args: ArgumentSource, kind: str) -> dict[str, 
             "thought": rng.choice(lx.THINK_FILE).format(path=path), "value": path}
 
 
-def chat_exchange(rng: random.Random, args: ArgumentSource, *, tools_offered: bool) -> tuple[str, str]:
-    """A (user text, assistant reply) pair of small talk, a simple fact or a polite refusal."""
+def greeting(rng: random.Random) -> str:
+    """A greeting in one of many phrasings: composed, in another language, or an instruction."""
+    roll = rng.random()
+    if roll < 0.15:
+        return rng.choice(lx.GREETING_INSTRUCTIONS)
+    word = rng.choice(lx.FOREIGN_GREETINGS if roll < 0.35 else lx.GREETING_WORDS)
+    text = word + rng.choice(lx.GREETING_ADDRESSES) + rng.choice(lx.GREETING_ENDINGS)
+    case = rng.random()
+    return text.capitalize() if case < 0.45 else text.upper() if case < 0.5 else text
+
+
+def _unclear(rng: random.Random) -> str:
+    """Keyboard mashing or a stray fragment."""
+    text = "".join(rng.choice(lx.UNCLEAR_PIECES) for _ in range(rng.randint(1, 4)))
+    return text if rng.random() < 0.7 else " ".join(rng.choice(lx.UNCLEAR_PIECES) for _ in range(rng.randint(2, 4)))
+
+
+def out_of_domain(rng: random.Random) -> tuple[str, str]:
+    """A (request, reply) the demo cannot serve: code, knowledge, errands, other languages,
+    noise. The reply is always ``lexicon.CAPABILITY_REPLY``: what the demo can do instead."""
+    roll = rng.random()
+    if roll < 0.3:
+        if rng.random() < 0.75:
+            thing = rng.choice(lx.CODE_THINGS)
+            language = rng.choice(lx.CODE_LANGUAGES)
+            article = "an" if language[0] in "AEIOU" else "a"
+            request = f"{rng.choice(lx.CODE_OPENERS)} {article} {language} {thing} that {rng.choice(lx.CODE_TASKS)}"
+            request += rng.choice((".", "?", "", "!"))
+        else:
+            request = rng.choice(lx.CODE_TASK_REQUESTS).format(snippet=rng.choice(lx.CODE_SNIPPETS))
+        return request, lx.CAPABILITY_REPLY
+    if roll < 0.65:
+        request = f"{rng.choice(lx.QUESTION_OPENERS)} {rng.choice(lx.TOPICS)}{rng.choice(('.', '?', '', '!'))}"
+        return request if rng.random() < 0.8 else request.lower(), lx.CAPABILITY_REPLY
+    if roll < 0.85:
+        template = rng.choice(lx.MISC_REQUESTS)
+        request = template.format(a=rng.randint(2, 99), b=rng.randint(2, 99), topic=rng.choice(lx.TOPICS))
+        return request, lx.CAPABILITY_REPLY
+    if roll < 0.95:
+        return rng.choice(lx.FOREIGN_SENTENCES), lx.CAPABILITY_REPLY
+    return _unclear(rng), lx.CAPABILITY_REPLY
+
+
+def chat_exchange(rng: random.Random, args: ArgumentSource, *, tools_offered: bool,
+                  beyond: float = 0.0) -> tuple[str, str]:
+    """A (user text, assistant reply) pair of small talk, a simple fact or a polite refusal;
+    with ``beyond``, that share are greetings in many phrasings and requests beyond the demo
+    (``greeting``, ``out_of_domain``). At 0 the stream is the one stages one and two train
+    on, draw for draw (the shipped weights depend on it)."""
+    if beyond and rng.random() < beyond:
+        if rng.random() < 0.3:
+            return greeting(rng), rng.choice(lx.GREETING_REPLIES)
+        return out_of_domain(rng)
     roll = rng.random()
     if roll < 0.3:
         phrase = args.phrase()
@@ -240,7 +291,8 @@ def _drill(rng: random.Random, args: ArgumentSource, thinking: bool) -> Conversa
 
 
 def make_conversation(
-    rng: random.Random, args: ArgumentSource, *, long_prompt: bool = False, drill_fraction: float = 0.15
+    rng: random.Random, args: ArgumentSource, *, long_prompt: bool = False, drill_fraction: float = 0.15,
+    beyond: float = 0.0,
 ) -> Conversation:
     """One training conversation of one to three episodes (chat exchanges or tool tasks).
 
@@ -249,6 +301,7 @@ def make_conversation(
         args: Source of tool arguments.
         long_prompt: Prefix an agent-sized system prompt and offer every tool.
         drill_fraction: Share of conversations that are copying drills (``_drill``).
+        beyond: Share of chat exchanges beyond the demo (``chat_exchange``).
     """
     thinking = rng.random() < 0.5
     if not long_prompt and rng.random() < drill_fraction:
@@ -265,7 +318,7 @@ def make_conversation(
     for i, kind in enumerate(kinds):
         trained = train_history or i == len(kinds) - 1
         if kind == "chat":
-            user, reply = chat_exchange(rng, args, tools_offered=with_tools)
+            user, reply = chat_exchange(rng, args, tools_offered=with_tools, beyond=beyond)
             messages += [{"role": "user", "content": user},
                          _assistant(reply, reasoning=_reasoning(thinking, trained, rng.choice(lx.THINK_CHAT)))]
             continue
@@ -286,10 +339,12 @@ def make_conversation(
 
 
 def conversations(
-    seed: int, count: int, *, long_fraction: float = 0.0, drill_fraction: float = 0.15, invented: float = 0.0
+    seed: int, count: int, *, long_fraction: float = 0.0, drill_fraction: float = 0.15, invented: float = 0.0,
+    beyond: float = 0.0,
 ) -> list[Conversation]:
     """``count`` training conversations drawn from a private RNG seeded with ``seed``."""
     rng = random.Random(seed)
     args = ArgumentSource(rng, invented=invented)
-    return [make_conversation(rng, args, long_prompt=rng.random() < long_fraction, drill_fraction=drill_fraction)
+    return [make_conversation(rng, args, long_prompt=rng.random() < long_fraction, drill_fraction=drill_fraction,
+                              beyond=beyond)
             for _ in range(count)]

@@ -114,10 +114,13 @@ DECISION_TOKENS = 6  # tokens that commit a turn: a call or a reply, which thoug
 
 
 def _weights(encoding, text: str, is_target: bool, context_weight: float, copy_weight: float,
-             decision_weight: float, result_weight: float = 0.0, context: str = "") -> np.ndarray:
+             decision_weight: float, result_weight: float = 0.0, context: str = "", end_weight: float = 1.0) -> np.ndarray:
     weights = np.full(len(encoding.ids), 1.0 if is_target else context_weight, dtype=np.float32)
     if not is_target:
         return weights
+    # The turn's closing <|im_end|>: one token per reply, and missing it makes a reply run
+    # on until max_tokens, so it is weighted up with the other decisions.
+    weights[-1] = end_weight
     # Where a turn branches (a call or a reply; which thought) a few tokens decide the rest,
     # and they are a tiny share of the loss unless weighted up.
     first_chars = [len(THINK_OPEN), text.index(THINK_END) + len(THINK_END)] if text.startswith(THINK_OPEN) else [0]
@@ -138,7 +141,7 @@ def _weights(encoding, text: str, is_target: bool, context_weight: float, copy_w
 
 def encode(
     texts: Iterable[str], tokenizer: Tokenizer, *, context_weight: float = 0.0, copy_weight: float = 1.0,
-    decision_weight: float = 1.0, result_weight: float = 0.0,
+    decision_weight: float = 1.0, result_weight: float = 0.0, end_weight: float = 1.0,
 ) -> list[Example]:
     """Tokenize rendered conversations segment by segment (see the module docstring).
 
@@ -155,6 +158,7 @@ def encode(
         result_weight: Loss weight of the words an answer repeats from the tool result
             it answers (``result_spans``: the temperature, the condition); 0 leaves them
             at the weight of other answer text.
+        end_weight: Loss weight of the ``<|im_end|>`` that closes each trained turn.
     """
     examples = []
     for text in texts:
@@ -163,7 +167,7 @@ def encode(
         ids = np.concatenate([np.asarray(e.ids, dtype=np.int32) for e in encoded])
         starts = np.cumsum([0] + [len(s) for s, _ in pieces[:-1]])  # each piece's offset in ``text``
         target = np.concatenate([_weights(e, s, t, context_weight, copy_weight, decision_weight, result_weight,
-                                          text[:start] if result_weight else "")
+                                          text[:start] if result_weight else "", end_weight)
                                  for e, (s, t), start in zip(encoded, pieces, starts)])
         examples.append(Example(ids=ids, target=target))
     return examples
@@ -242,8 +246,10 @@ def batch_stream(
     copy_weight: float = 1.0,
     decision_weight: float = 1.0,
     result_weight: float = 0.0,
+    end_weight: float = 1.0,
     drill_fraction: float = 0.15,
     invented: float = 0.0,
+    beyond: float = 0.0,
 ) -> Iterator[Batch]:
     """Endless, deterministic stream of packed batches of fresh conversations.
 
@@ -258,10 +264,11 @@ def batch_stream(
     tokenizer = Tokenizer.from_file(str(tokenizer_path))
     for k in range(1 << 30):
         convs = conversations(seed * 1_000_003 + k, chunk, long_fraction=long_fraction, drill_fraction=drill_fraction,
-                              invented=invented)
+                              invented=invented, beyond=beyond)
         texts = (render(c, template) for c in convs)
         examples = [e for e in encode(texts, tokenizer, context_weight=context_weight, copy_weight=copy_weight,
-                                      decision_weight=decision_weight, result_weight=result_weight)
+                                      decision_weight=decision_weight, result_weight=result_weight,
+                                      end_weight=end_weight)
                     if len(e.ids) <= length + 1]
         yield from pack(examples, rows, length, np.random.default_rng([seed, k]))
 

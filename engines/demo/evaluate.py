@@ -20,6 +20,8 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from caches.quantized import KVQuantization, row_caches
 from engines.demo import corpus
 from engines.demo import lexicon as lx
@@ -137,6 +139,74 @@ def score(case: dict[str, Any], text: str, stopped: bool) -> dict[str, bool]:
                     rf"(?<![\w-]){re.escape(fact)}(?![\w])", reply["content"]) is not None
             checks["uses_result"] = all(checks[f"states_{name}"] for name in expect["facts"])
     return checks
+
+
+UNSEEN_PROMPTS_PATH = Path(__file__).with_name("unseen_prompts.txt")
+UNSEEN_MAX_TOKENS = 64
+
+
+def unseen_prompts(path: Path = UNSEEN_PROMPTS_PATH) -> list[tuple[str, str]]:
+    """(category, prompt) pairs of the fixed set of prompts kept out of training."""
+    rows = [line.split("\t", 1) for line in path.read_text(encoding="utf-8").splitlines()
+            if line.strip() and not line.startswith("#")]
+    return [(category, prompt) for category, prompt in rows]
+
+
+def unseen_cases(seed: int = EVAL_SEED) -> list[dict[str, Any]]:
+    """One case per unseen prompt; every third offers a few tools (none of them needed)."""
+    rng = random.Random(seed + 1)
+    return [_case(f"unseen_{category}", "unseen", [{"role": "user", "content": prompt}],
+                  corpus.offered_tools(rng, []) if i % 3 == 2 else None, False)
+            for i, (category, prompt) in enumerate(unseen_prompts())]
+
+
+def loops(text: str, *, max_period: int = 40, share: float = 0.5) -> bool:
+    """Whether repetition fills the reply: pieces of at most ``max_period`` characters, each
+    repeated back to back at least three times, cover ``share`` of it ("hikrekrekrek...",
+    "Seo woo woo woo woooooo...")."""
+    covered = np.zeros(len(text), dtype=bool)
+    for period in range(1, max_period + 1):
+        same = np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32)
+        same = same[period:] == same[:-period] if len(same) > period else np.zeros(0, dtype=bool)
+        run = 0
+        for i, equal in enumerate(np.append(same, False)):
+            if equal:
+                run += 1
+                continue
+            if run >= 2 * period:  # the run and the period before it: three copies
+                covered[i - run:i + period] = True
+            run = 0
+    return len(text) >= 12 and covered.mean() >= share
+
+
+def brief_reply(case: dict[str, Any], text: str, stopped: bool) -> dict[str, bool]:
+    """Checks for a prompt outside the demo's training: a readable text reply that ends its
+    turn, or (tools offered) a well-formed call to one of them; and whether it loops."""
+    reply = parse_reply(text)
+    offered = {t["function"]["name"] for t in case["tools"] or []}
+    calls = reply["calls"]
+    called = (stopped and bool(calls) and all(isinstance(c, dict) and c.get("name") in offered
+                                              and isinstance(c.get("arguments"), dict) for c in calls)
+              and not reply["content"])
+    text_reply = stopped and not reply["has_call_marker"] and readable(reply["content"])
+    return {"text_reply": text_reply, "tool_call": called, "ends_briefly": text_reply or called, "loops": loops(text)}
+
+
+def unseen_report(model_dir: Path, *, cases: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """Greedy replies (64 tokens at most) to the unseen prompts: the share that end briefly
+    (``brief_reply``), the loop rate, per category, and the replies themselves."""
+    cases = unseen_cases() if cases is None else cases
+    outputs = generate(Path(model_dir), cases, max_tokens=UNSEEN_MAX_TOKENS)
+    checks = [brief_reply(c, text, stopped) for c, (text, stopped) in zip(cases, outputs)]
+
+    def rates(rows: list[dict[str, bool]]) -> dict[str, float]:
+        return {k: round(sum(r[k] for r in rows) / len(rows), 4) for k in rows[0]} | {"n": len(rows)}
+
+    by_kind: dict[str, list[dict[str, bool]]] = defaultdict(list)
+    for case, row in zip(cases, checks):
+        by_kind[case["kind"]].append(row)
+    return {"all": rates(checks), "groups": {k: rates(v) for k, v in sorted(by_kind.items())},
+            "replies": [(c["messages"][-1]["content"], text, row) for c, (text, _), row in zip(cases, outputs, checks)]}
 
 
 def generate(model_dir: Path, cases: list[dict[str, Any]], max_tokens: int = MAX_TOKENS,

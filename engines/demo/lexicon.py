@@ -226,3 +226,118 @@ REPEAT_REQUESTS = (
     "Repeat after me: {phrase}", "Say this back to me: {phrase}", "Please repeat: {phrase}",
     "Echo this: {phrase}", "Copy this text exactly: {phrase}", "repeat {phrase}",
 )
+
+# --- anything else: greetings in many phrasings, requests beyond the demo, other languages ---------
+# A new user's first message is as likely "hi", "yo" or "Say hello." as "Hello!", and the next
+# one a coding task; a model this small cannot do it, but it must say so briefly and stop,
+# instead of echoing the prompt (its copy circuit's first instinct). Phrasings are composed
+# from parts, so that the model sees many of them; unseen_prompts.txt is kept out of them.
+
+GREETING_WORDS = (
+    "hi", "hello", "hey", "heya", "yo", "hiya", "howdy", "greetings", "good morning", "good afternoon",
+    "good evening", "good day", "morning", "evening", "hi hi", "hey hey", "helloo", "hellooo", "heyy",
+    "sup", "wassup", "hullo",
+)
+# Greetings in other languages: the demo answers in English.
+FOREIGN_GREETINGS = (
+    "hola", "bonjour", "salut", "hallo", "guten tag", "guten morgen", "ciao", "buongiorno", "ola",
+    "bom dia", "namaste", "konnichiwa", "ni hao", "merhaba", "hej", "hei", "privet", "salaam", "shalom",
+    "aloha", "jambo", "hallo daar", "moin", "servus", "buenos dias", "buenas tardes", "ahoj", "czesc",
+    "szia", "terve", "kia ora", "sawasdee", "xin chao", "annyeong", "salam", "sveiki",
+    "こんにちは", "你好", "안녕하세요", "привет", "مرحبا", "שלום", "नमस्ते", "γεια σου", "olá", "¡hola!",
+)
+GREETING_ADDRESSES = ("", "", "", " there", " friend", " buddy", " bot", " assistant", " everyone", " all", " mate", " you")
+GREETING_ENDINGS = ("", "", "!", ".", "!!", "?", " :)", "!!!", " ~", ",")
+# "Say hello." and friends: an instruction to greet is a greeting.
+GREETING_INSTRUCTIONS = (
+    "Say hello.", "Say hi.", "say hello", "say hi", "Greet me.", "greet me", "Say hello to me.",
+    "Can you say hello?", "Please say hi.", "Say something.", "Say hello world.", "Introduce yourself briefly.",
+    "Start by saying hello.", "Just say hi.", "Say good morning.", "Wave at me.",
+)
+GREETING_REPLIES = (
+    "Hello! How can I help you today?", "Hi there! What can I do for you?", "Hello! Nice to meet you.",
+    "Hi! How can I help?", "Hello there! What can I do for you today?",
+)
+
+# The one reply to anything beyond the demo (coding, knowledge, errands, other languages,
+# noise). One sentence, always the same: 44 tokens of this tokenizer (each word and each
+# space is a token), so it ends well within a 64-token budget, and a fixed reply is the
+# easiest to learn to finish; longer variants with an apology in front ran past 64.
+CAPABILITY_REPLY = "I'm a small demo model; I can greet, answer a few simple questions and call weather, search and file tools."
+
+# Coding requests: "{opener} a {language} {thing} that {task}."
+CODE_OPENERS = (
+    "Write", "Create", "Implement", "Give me", "Show me", "Can you write", "Please write", "I need",
+    "Generate", "Make", "Code", "Build", "Could you make", "Help me write", "Draft",
+)
+CODE_LANGUAGES = (
+    "Python", "JavaScript", "TypeScript", "Rust", "Go", "C", "C++", "Java", "Bash", "SQL", "Ruby",
+    "PHP", "Swift", "Kotlin", "Haskell", "Lua", "shell", "HTML", "CSS", "R", "Scala", "Perl", "Elixir",
+)
+CODE_THINGS = ("function", "script", "class", "program", "snippet", "method", "module", "one-liner", "query", "test", "loop")
+CODE_TASKS = (
+    "adds two numbers", "reverses a string", "sorts a list", "checks if a number is prime", "prints hello world",
+    "reads a CSV file", "counts words in a text", "finds the largest number", "parses JSON", "merges two lists",
+    "computes the factorial of n", "returns the fibonacci sequence", "removes duplicates", "validates an email",
+    "converts Celsius to Fahrenheit", "downloads a web page", "connects to a database", "sends an HTTP request",
+    "multiplies two matrices", "capitalizes every word", "flattens a nested list", "checks for palindromes",
+    "calculates the average", "finds the shortest path", "implements binary search", "uploads a file",
+)
+CODE_TASK_REQUESTS = (
+    "Fix this bug: {snippet}", "What does this code do? {snippet}", "Refactor this: {snippet}",
+    "Why does this fail? {snippet}", "Explain this code: {snippet}", "Optimize {snippet}", "Review my code: {snippet}",
+    "Can you debug this? {snippet}", "Add tests for {snippet}", "Convert this to Rust: {snippet}",
+)
+CODE_SNIPPETS = (
+    "def f(x): return x + 1", "for i in range(10): print(i)", "let x = 5;", "SELECT * FROM users;",
+    "int main() { return 0; }", "console.log('hi')", "x = [1, 2, 3]", "if (a == b) {}", "fn main() {}",
+    "import os", "while True: pass", "git push --force", "npm install", "SELECT name FROM t WHERE id = 1",
+)
+
+# General questions and requests: "{opener} {topic}" with topics the demo knows nothing about.
+QUESTION_OPENERS = (
+    "Explain", "Tell me about", "What is", "What are", "Who invented", "How does", "Why is", "Describe",
+    "Teach me", "Give me a summary of", "What do you know about", "Can you explain", "I want to learn about",
+    "Write an essay about", "Write a poem about", "Write a story about", "Write a song about", "Compose a haiku about",
+    "Draft an email about", "Give me tips on", "What's your opinion on", "Compare", "List the facts about",
+    "Give me a recipe for", "Plan a trip to learn", "Summarize", "How do I learn", "Recommend a book about",
+)
+TOPICS = (
+    "black holes", "photosynthesis", "the French revolution", "machine learning", "the stock market",
+    "climate change", "the human heart", "quantum mechanics", "democracy", "the roman empire", "jazz music",
+    "football", "the internet", "vaccines", "dinosaurs", "electric cars", "the moon", "gravity", "chess",
+    "economics", "philosophy", "love", "friendship", "coffee", "cats", "dogs", "the ocean", "volcanoes",
+    "blockchain", "taxes", "relativity", "evolution", "the printing press", "world war two", "renaissance art",
+    "mountains", "rainbows", "electricity", "magnets", "the brain", "sleep", "happiness", "pancakes", "pizza",
+    "soup", "bread", "cheese", "tea", "marketing", "startups", "kubernetes", "neural networks", "compilers",
+    "operating systems", "databases", "linear algebra", "calculus", "statistics", "poetry", "painting",
+    "gardening", "birds", "trees", "the sun", "mars", "planets", "spaceships", "robots", "music theory",
+    "medieval castles", "pirates", "samurai", "ancient egypt", "the olympics", "basketball", "tennis",
+)
+# Other kinds of messages: tasks, opinions, numbers, personal requests.
+MISC_REQUESTS = (
+    "What is {a} times {b}?", "What's {a} plus {b}?", "Calculate {a} divided by {b}.", "What is {a} minus {b}?",
+    "Convert {a} miles to kilometers.", "What is the square root of {a}?", "Is {a} a prime number?",
+    "What year is it?", "What time is it?", "What's today's date?", "Set an alarm for {a} am.",
+    "Remind me to call mom.", "Book a table for {a}.", "Order a pizza.", "Play some music.", "Turn on the lights.",
+    "Send a text to my friend.", "Call my boss.", "Buy me a ticket.", "Give me {a} ideas for a party.",
+    "Translate {topic} into Spanish.", "How old are you?", "Are you alive?", "Do you have feelings?",
+    "What is your favorite color?", "Do you dream?", "Can you see me?", "Where do you live?", "Are you human?",
+    "Tell me a secret.", "What should I eat tonight?", "Should I buy {topic}?", "Rate my idea: {topic}.",
+    "Pick a number between 1 and {a}.", "Count to {a}.", "Spell {topic} backwards.", "What rhymes with {topic}?",
+    "Make me laugh.", "I am bored.", "I feel sad.", "I love you.", "You are great.", "You are wrong.",
+    "Continue.", "Go on.", "OK", "ok", "yes", "no", "Why?", "What?", "Really?", "Cool.", "Nice.", "Hmm",
+    "test", "testing", "ping", "?", "...", "lol", "haha", "idk",
+)
+# Sentences in other languages (the prompts of users who do not write English).
+FOREIGN_SENTENCES = (
+    "¿Cómo estás?", "¿Qué puedes hacer?", "¿Dónde está la biblioteca?", "Necesito ayuda.", "Me llamo Ana.",
+    "Comment ça va ?", "Qu'est-ce que tu peux faire ?", "Je voudrais un café.", "Où est la gare ?",
+    "Wie geht es dir?", "Was kannst du?", "Ich brauche Hilfe.", "Wo ist der Bahnhof?", "Guten Appetit!",
+    "Come stai?", "Cosa puoi fare?", "Dove si trova il museo?", "Tudo bem?", "O que você faz?",
+    "Hoe gaat het?", "Hur mår du?", "Jak się masz?", "Nasılsın?", "Как дела?", "Что ты умеешь?",
+    "お元気ですか？", "何ができますか？", "你好吗？", "你能做什么？", "잘 지내요?", "كيف حالك؟",
+    "Habari yako?", "Apa kabar?", "Kumusta ka?", "Mitä kuuluu?", "Hvordan har du det?",
+)
+# Unclear input: keyboard mashing, a stray token, a lone symbol.
+UNCLEAR_PIECES = ("asd", "qwe", "jkl", "zxc", "fgh", "uio", "mnb", "rty", "hjk", "wer", "lkj", "poi", "vbn", "xx", "zz")

@@ -49,16 +49,17 @@ def test_artifact_files_are_shipped_and_small():
 
 @pytest.mark.slow
 def test_build_command_is_bit_exact(tmp_path):
-    """``rapid-mlx demo build`` twice with the same seed (fewer steps, both stages) writes
-    byte-identical files."""
+    """``rapid-mlx demo build`` twice with the same seed (fewer steps, all three stages)
+    writes byte-identical files."""
     first, second = tmp_path / "a", tmp_path / "b"
     for out in (first, second):
         result = subprocess.run(
             [sys.executable, "-m", "router.cli", "demo", "build", "--out", str(out), "--quantized-out", str(out / "q4"),
-             "--steps", "8", "--restart-steps", "4", "--no-eval"], capture_output=True, text=True, timeout=600)
+             "--steps", "8", "--restart-steps", "4", "--polish-steps", "4", "--no-eval"],
+            capture_output=True, text=True, timeout=600)
         assert result.returncode == 0, result.stderr
         recipe = json.loads(result.stdout)["recipe"]
-        assert (recipe["steps"], recipe["restart_steps"]) == (8, 4)
+        assert (recipe["steps"], recipe["restart_steps"], recipe["polish_steps"]) == (8, 4, 4)
     assert _digests(first) == _digests(second)
     assert _digests(first / "q4") == _digests(second / "q4")
     assert SHIPPED_FILES <= set(_digests(first))
@@ -75,10 +76,16 @@ def test_tool_calls_are_well_formed(report):
 
 
 def test_arguments_are_copied_for_seen_values(report):
-    # Held-out values (never in training) are reported, not asserted: the shipped model
-    # does not copy them (argument_accuracy_heldout 0.0, see the README).
     assert report["groups"]["call_weather/seen"]["right_arguments"] >= 0.9  # measured 1.0
     assert report["argument_accuracy_seen"] >= 0.6  # measured 0.7 (search and file values are harder)
+
+
+@pytest.mark.xfail(strict=True, reason="issue 21's target, missed: the shipped model copies no held-out city "
+                                       "(measured 0.0, engines/demo/README.md); strict, so reaching it fails here "
+                                       "until the marker goes")
+def test_weather_requests_for_held_out_cities_get_the_city_copied(report):
+    # Cities that occur nowhere in training nor in the tokenizer's corpus (lexicon.HELDOUT_CITIES).
+    assert report["groups"]["call_weather/heldout"]["right_arguments"] >= 0.8
 
 
 def test_plain_chat_gets_text_replies(report):

@@ -1,0 +1,109 @@
+"""The shipped demo model on prompts it was never trained on: it replies briefly and stops.
+
+``engines/demo/unseen_prompts.txt`` holds a fixed set of greetings, questions, coding requests,
+other languages and odd messages, written once by hand; the first test proves that none of
+them occurs in the conversations the build trains on. Replies are greedy through mlx-lm's
+``batch_generate`` (``evaluate.unseen_report``), 64 tokens at most.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from engines.demo import build, corpus, evaluate
+from engines.demo import lexicon as lx
+
+# Chunks of 512 conversations each stream draws from: a chunk packs into 20-23 batches
+# (measured on the shipped tokenizer), so a build's 700, 500 and (``--polish-steps 150``)
+# 150 steps consume at most 35, 25 and 8 chunks, and 45 of each is a superset.
+STREAM_CHUNKS = 45
+CHUNK = 512
+
+
+def _normal(text: str) -> str:
+    """Lower case words, punctuation and spacing dropped ("Hi, there!" = "hi there"); a
+    message without words ("!!!") stays as it is."""
+    words = " ".join(re.findall(r"\w+", text.lower()))
+    return words or text.strip()
+
+
+def _training_user_texts() -> set[str]:
+    """Every user message of the conversations a build draws in its three stages (a
+    superset), and of the tokenizer's corpus."""
+    recipe = build.Recipe()
+    texts: set[str] = set()
+    streams = ((0, recipe.invented, 0.0), (build.RESTART_STREAM_OFFSET, recipe.restart_invented, 0.0),
+               (build.POLISH_STREAM_OFFSET, recipe.restart_invented, recipe.polish_beyond))
+    for stream_seed, invented, beyond in streams:
+        for k in range(STREAM_CHUNKS):
+            convs = corpus.conversations(stream_seed * 1_000_003 + k, CHUNK, long_fraction=recipe.long_fraction,
+                                         drill_fraction=recipe.drill_fraction, invented=invented, beyond=beyond)
+            texts |= {_normal(m["content"]) for c in convs for m in c.messages if m["role"] == "user"}
+    texts |= {_normal(m["content"]) for c in corpus.conversations(7919, 3000) for m in c.messages if m["role"] == "user"}
+    return texts
+
+
+def test_unseen_prompts_are_at_least_200_and_never_in_training():
+    prompts = evaluate.unseen_prompts()
+    assert len(prompts) >= 200
+    assert len({_normal(p) for _, p in prompts}) == len(prompts), "duplicates"
+    assert {c for c, _ in prompts} == {"greeting", "question", "code", "language", "misc"}
+    seen = _training_user_texts()
+    assert len(seen) > 5000  # the composed phrasings are many; a broken generator would give few
+    # Fixed strings of the lexicon count too (a reply or a tool text is not a prompt, but a
+    # prompt equal to one would have been seen in the training text all the same).
+    fixed = {_normal(v) for name in dir(lx) if name.isupper() for v in _strings(getattr(lx, name))}
+    leaked = [p for _, p in prompts if _normal(p) in seen or _normal(p) in fixed]
+    assert not leaked
+
+
+def _strings(value) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, tuple):
+        return [s for item in value for s in _strings(item)]
+    return []
+
+
+@pytest.fixture(scope="module")
+def unseen() -> dict:
+    """The shipped fp32 artifact's replies to the unseen prompts (about 40 s on two cores)."""
+    return evaluate.unseen_report(build.ARTIFACT_DIR)
+
+
+# Issue 21's targets, missed by the shipped artifact: it ends 0.63 of these turns briefly and
+# loops on 0.18 (engines/demo/README.md; the best stage-three run, not shipped, 0.94 and 0.02).
+# Strict, so reaching a target fails here until its marker goes.
+MISSED = pytest.mark.xfail(strict=True, reason="issue 21 target missed by the shipped artifact (see README)")
+
+
+@MISSED
+def test_unseen_prompts_get_a_brief_reply_that_ends_its_turn(unseen):
+    failed = [(prompt, text) for prompt, text, row in unseen["replies"] if not row["ends_briefly"]]
+    assert unseen["all"]["ends_briefly"] >= 0.97, failed
+    for kind, rates in unseen["groups"].items():
+        assert rates["ends_briefly"] >= 0.9, (kind, rates)
+
+
+@MISSED
+def test_unseen_prompts_rarely_loop(unseen):
+    looping = [(prompt, text) for prompt, text, row in unseen["replies"] if row["loops"]]
+    assert unseen["all"]["loops"] < 0.02, looping
+
+
+def test_unseen_prompt_rates_hold_at_least_what_the_shipped_artifact_measured(unseen):
+    # Measured 0.6286 ending briefly, 0.181 looping (greedy, CPU, 2026-12-02).
+    assert unseen["all"]["ends_briefly"] >= 0.6
+    assert unseen["all"]["loops"] <= 0.2
+
+
+def test_loop_detection_tells_repetition_from_a_reply():
+    assert evaluate.loops("hikrekrekrekrekrekrekrekrekrekrek")
+    assert evaluate.loops("Seo woo woo woo woo woo woo woo woooooooooooooooooooooooooooooooo")
+    assert evaluate.loops('I found a page called "a page called "a page called "a page called "a page c')
+    assert not evaluate.loops(lx.CAPABILITY_REPLY)
+    assert not evaluate.loops("It is 21 degrees Celsius and sunny in Paris right now.")
+    assert not evaluate.loops("Hello! How can I help you today?")
+
