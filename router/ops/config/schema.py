@@ -6,8 +6,10 @@ error wording belong to `load.py` and `errors.py`.
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import re
+import socket
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Annotated, Any
@@ -29,6 +31,7 @@ __all__ = [
     "Rule",
     "SamplingDefaults",
     "ServerConfig",
+    "ShardConfig",
     "UpstreamModelConfig",
     "one_of",
 ]
@@ -197,6 +200,62 @@ class PrefixCacheConfig(_Frozen):
     """On a graceful stop, how long the worker may spend writing what is still queued."""
 
 
+def _is_ip(value: str) -> bool:
+    try:
+        ipaddress.ip_address(value)
+    except ValueError:
+        return False
+    return True
+
+
+def _is_this_machine(host: str) -> bool:
+    """Whether ``host`` (an IP) is one of this machine's addresses: binding to it succeeds."""
+    try:
+        if ipaddress.ip_address(host).is_loopback:
+            return True
+        with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as probe:
+            probe.bind((host, 0))
+    except (OSError, ValueError):
+        return False
+    return True
+
+
+class ShardConfig(_Frozen):
+    """`[models.<id>.shard]`: the model is split over a group of processes started with `mlx.launch` (engines/shard/)."""
+
+    hosts: tuple[_NonEmpty, ...] | Annotated[int, Field(ge=2)] = 2
+    """One entry per rank, rank 0 first and on this machine (it talks to the router); a count N = N ranks on loopback."""
+    backend: Annotated[str, one_of("ring", "jaccl")] = "ring"
+    """"ring": TCP between the hosts (IP addresses); "jaccl": RDMA over Thunderbolt 5 (needs `hostfile`)."""
+    mode: Annotated[str, one_of("tensor", "pipeline")] = "tensor"
+    """"tensor": every layer split across the ranks (mlx-lm `shard()`); "pipeline": the layers divided among them."""
+    hostfile: str = ""
+    """An `mlx.launch` hostfile (JSON) to use instead of `hosts`; `mlx.distributed_config` writes one."""
+
+    @property
+    def host_list(self) -> tuple[str, ...]:
+        """One address per rank (a count becomes that many loopback ranks)."""
+        return ("127.0.0.1",) * self.hosts if isinstance(self.hosts, int) else self.hosts
+
+    @model_validator(mode="after")
+    def _launchable(self) -> ShardConfig:
+        hosts = self.host_list
+        if len(hosts) < 2:
+            raise PydanticCustomError("config_rule", "hosts: a sharded model needs at least 2 ranks")
+        if self.backend == "jaccl" and not self.hostfile:
+            raise PydanticCustomError("config_rule", "backend \"jaccl\" needs a hostfile naming each host's RDMA devices")
+        if self.hostfile and not os.path.isfile(self.hostfile):
+            raise PydanticCustomError("config_rule", "hostfile: {path} is not a file", {"path": self.hostfile})
+        if not self.hostfile:
+            bad = [host for host in hosts if not _is_ip(host)]
+            if bad:
+                raise PydanticCustomError("config_rule", "hosts: the ring backend needs IP addresses, not {bad}", {"bad": ", ".join(bad)})
+            if not _is_this_machine(hosts[0]):
+                raise PydanticCustomError("config_rule", "hosts: the first host (rank 0) must be this machine, not {host}",
+                                          {"host": hosts[0]})
+        return self
+
+
 class ModelConfig(_Frozen):
     """`[models.<id>]`: one served model."""
 
@@ -237,6 +296,8 @@ class ModelConfig(_Frozen):
     sampling: SamplingDefaults = Field(default_factory=SamplingDefaults)
     kv_cache: KVCacheConfig = Field(default_factory=KVCacheConfig)
     prefix_cache: PrefixCacheConfig = Field(default_factory=PrefixCacheConfig)
+    shard: ShardConfig | None = None
+    """Serve the model from a group of processes (several Macs); its prefix cache is then off."""
 
 
 class UpstreamModelConfig(_Frozen):
