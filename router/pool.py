@@ -446,7 +446,7 @@ class ModelPool:
             log_level=self.config.server.log_level,
             # A sharded model's ranks cannot share one prefix cache's decisions (engines/shard/worker.py).
             **(_prefix_cache_spec(handle.config.prefix_cache, self._runtime_dir / "prefix-cache" / handle.model_id)
-               if handle.config.shard is None else {}),
+               if not handle.config.shard.enabled else {}),
             **_kv_cache_spec(handle.config.kv_cache),
             shard=_shard_spec(handle.config.shard),
         )
@@ -480,7 +480,7 @@ def _prefix_cache_spec(config, default_dir: Path) -> dict[str, Any]:
 
 
 def _shard_spec(config) -> ShardSpec | None:
-    if config is None:
+    if not config.enabled:
         return None
     return ShardSpec(hosts=list(config.host_list), backend=config.backend, mode=config.mode, hostfile=config.hostfile)
 

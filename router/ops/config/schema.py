@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Annotated, Any
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Discriminator, Field, GetCoreSchemaHandler, Tag, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Discriminator, Field, GetCoreSchemaHandler, Tag, model_validator
 from pydantic_core import PydanticCustomError, core_schema
 
 __all__ = [
@@ -220,36 +220,52 @@ def _is_this_machine(host: str) -> bool:
     return True
 
 
-class ShardConfig(_Frozen):
-    """`[models.<id>.shard]`: the model is split over a group of processes started with `mlx.launch` (engines/shard/)."""
+def _ranks_on_loopback(value: Any) -> Any:
+    """`hosts = N`: N ranks on this machine's loopback (a test, or a machine with memory for N processes)."""
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 2:
+        return ("127.0.0.1",) * value
+    if isinstance(value, (list, tuple)):
+        return value
+    raise PydanticCustomError("config_rule", "must be a list of IP addresses or a count of at least 2 ranks (got {got})",
+                              {"got": repr(value)})
 
-    hosts: tuple[_NonEmpty, ...] | Annotated[int, Field(ge=2)] = 2
-    """One entry per rank, rank 0 first and on this machine (it talks to the router); a count N = N ranks on loopback."""
+
+class ShardConfig(_Frozen):
+    """`[models.<id>.shard]`: split the model over a group of processes started with `mlx.launch` (engines/shard/)."""
+
+    hosts: Annotated[tuple[_NonEmpty, ...], BeforeValidator(_ranks_on_loopback)] = ()
+    """One IP per rank, rank 0 first and on this machine (it talks to the router); a count N = N ranks on loopback; [] = one process."""
     backend: Annotated[str, one_of("ring", "jaccl")] = "ring"
-    """"ring": TCP between the hosts (IP addresses); "jaccl": RDMA over Thunderbolt 5 (needs `hostfile`)."""
+    """"ring": TCP between the hosts; "jaccl": RDMA over Thunderbolt 5 (needs `hostfile`)."""
     mode: Annotated[str, one_of("tensor", "pipeline")] = "tensor"
     """"tensor": every layer split across the ranks (mlx-lm `shard()`); "pipeline": the layers divided among them."""
     hostfile: str = ""
-    """An `mlx.launch` hostfile (JSON) to use instead of `hosts`; `mlx.distributed_config` writes one."""
+    """An `mlx.launch` hostfile (JSON, as `mlx.distributed_config` writes) naming the hosts instead of `hosts`."""
 
     @property
     def host_list(self) -> tuple[str, ...]:
-        """One address per rank (a count becomes that many loopback ranks)."""
-        return ("127.0.0.1",) * self.hosts if isinstance(self.hosts, int) else self.hosts
+        """One address per rank, rank 0 first (empty: not sharded)."""
+        return self.hosts
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.host_list)
 
     @model_validator(mode="after")
     def _launchable(self) -> ShardConfig:
         hosts = self.host_list
+        if not hosts:
+            return self
         if len(hosts) < 2:
             raise PydanticCustomError("config_rule", "hosts: a sharded model needs at least 2 ranks")
         if self.backend == "jaccl" and not self.hostfile:
-            raise PydanticCustomError("config_rule", "backend \"jaccl\" needs a hostfile naming each host's RDMA devices")
+            raise PydanticCustomError("config_rule", 'backend "jaccl" needs a hostfile naming each host\'s RDMA devices')
         if self.hostfile and not os.path.isfile(self.hostfile):
             raise PydanticCustomError("config_rule", "hostfile: {path} is not a file", {"path": self.hostfile})
         if not self.hostfile:
             bad = [host for host in hosts if not _is_ip(host)]
             if bad:
-                raise PydanticCustomError("config_rule", "hosts: the ring backend needs IP addresses, not {bad}", {"bad": ", ".join(bad)})
+                raise PydanticCustomError("config_rule", "hosts: mlx.launch needs IP addresses, not {bad}", {"bad": ", ".join(bad)})
             if not _is_this_machine(hosts[0]):
                 raise PydanticCustomError("config_rule", "hosts: the first host (rank 0) must be this machine, not {host}",
                                           {"host": hosts[0]})
@@ -296,8 +312,7 @@ class ModelConfig(_Frozen):
     sampling: SamplingDefaults = Field(default_factory=SamplingDefaults)
     kv_cache: KVCacheConfig = Field(default_factory=KVCacheConfig)
     prefix_cache: PrefixCacheConfig = Field(default_factory=PrefixCacheConfig)
-    shard: ShardConfig | None = None
-    """Serve the model from a group of processes (several Macs); its prefix cache is then off."""
+    shard: ShardConfig = Field(default_factory=ShardConfig)
 
 
 class UpstreamModelConfig(_Frozen):
