@@ -194,7 +194,12 @@ def serve(group, spec: WorkerSpec | None) -> int:
     sock = None
     if lockstep.leader:
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        sock.connect(spec.socket_path)
+        try:
+            sock.connect(spec.socket_path)
+        except OSError as exc:  # the router stopped listening (it stopped, or gave up on this start)
+            logger.error("cannot reach the router at %s: %s; exiting", spec.socket_path, exc)
+            _share_spec(lockstep, None)
+            return 1
         if not greet_router(sock, spec.token):
             logger.error("the listener at %s is not the router that started this group; exiting", spec.socket_path)
             sock.close()

@@ -157,3 +157,40 @@ def test_a_killed_rank_restarts_the_whole_group(server):
     assert_same_tokens(sequentially(server.base_url, "tensor"), expected)
     assert restarts_of(server, "tensor") == restarts + 1
     assert server.status()["models"]["tensor"]["pid"] == new["launcher"]
+
+
+def test_a_killed_launcher_takes_its_ranks_with_it(server):
+    """Killing mlx.launch alone would orphan the ranks; the router kills the whole process group."""
+    old = wait_for(lambda: whole_group(server, "pipeline"), what="the pipeline group")
+    os.kill(old["launcher"], signal.SIGKILL)
+    wait_for(lambda: not any(alive(pid) for pid in old.values()), timeout_s=60, what="the old ranks to be gone")
+    new = wait_for(lambda: whole_group(server, "pipeline"), timeout_s=90, what="a new group")
+    assert not set(new.values()) & set(old.values())
+    wait_for(lambda: httpx.post(server.base_url + "/v1/chat/completions", json=body("pipeline", 1), timeout=180).status_code == 200,
+             timeout_s=120, what="the restarted group to serve")
+
+
+def test_unloading_stops_every_rank_and_loading_serves_again(server):
+    old = wait_for(lambda: whole_group(server, "tensor_llama"), what="the tensor_llama group")
+    assert httpx.post(server.base_url + "/admin/models/tensor_llama/unload", timeout=60).status_code == 200
+    wait_for(lambda: not any(alive(pid) for pid in old.values()), timeout_s=30, what="every rank to exit")
+    assert httpx.post(server.base_url + "/admin/models/tensor_llama/load", timeout=180).status_code == 200
+    assert_same_tokens(sequentially(server.base_url, "tensor_llama"), sequentially(server.base_url, "solo_llama"))
+
+
+def test_seeded_sampling_under_a_grammar_matches_one_process(server):
+    """Sampled tokens and grammar masks agree on every rank: the same text as one process."""
+    schema = {"type": "object", "properties": {"city": {"type": "string"}, "n": {"type": "integer"}}, "required": ["city", "n"]}
+
+    def ask(model: str, seed: int) -> str:
+        reply = httpx.post(server.base_url + "/v1/chat/completions", timeout=180, json={
+            "model": model, "messages": [{"role": "user", "content": "weather in paris"}], "max_tokens": 64,
+            "temperature": 1.0, "seed": seed,
+            "response_format": {"type": "json_schema", "json_schema": {"name": "w", "schema": schema, "strict": True}}})
+        assert reply.status_code == 200, reply.text
+        return reply.json()["choices"][0]["message"]["content"]
+
+    for seed in range(3):
+        text = ask("tensor", seed)
+        assert text == ask("solo", seed)
+        assert text == ask("pipeline", seed)
