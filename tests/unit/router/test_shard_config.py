@@ -62,3 +62,19 @@ def test_changing_the_shard_replaces_the_worker():
     new = load_config_text(BASE + "shard = { hosts = 2 }\n", env={}).models
     (change,) = diff_models(old, new)
     assert change.kind == "engine" and change.fields == ("shard.hosts",)
+
+
+def test_the_memory_estimate_counts_the_ranks_on_this_machine(tiny_models):
+    from router.ops.memory import estimate_memory
+
+    checkpoint = tiny_models.path("qwen3")
+
+    def estimate(extra: str = ""):
+        config = load_config_text(f'[models.m]\npath = "{checkpoint}"\n{extra}\n', env={}).models["m"]
+        return estimate_memory(checkpoint, config, max_context=1000)
+
+    whole, loopback = estimate(), estimate("shard = { hosts = 2 }")
+    assert (loopback.weights_bytes, loopback.kv_bytes) == (whole.weights_bytes, whole.kv_bytes)  # both ranks are here
+    assert whole.prefix_cache_bytes > 0 and loopback.prefix_cache_bytes == 0  # sharded models have none
+    split = estimate('shard = { hosts = ["127.0.0.1", "10.0.0.2"] }')
+    assert (split.weights_bytes, split.kv_bytes) == (whole.weights_bytes // 2, whole.kv_bytes // 2)
