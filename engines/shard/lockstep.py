@@ -7,8 +7,8 @@ router, and before each step it hands the inputs it took (requests, aborts, shut
 others; every rank then applies the same list, in the same order, and steps.
 
 The list travels as msgpack bytes in a uint8 array summed over the group: rank 0 contributes
-the bytes, the others zeros, so the sum is rank 0's bytes on every rank (one collective for
-the length, one for the bytes, none when there is nothing to say). ``all_sum`` is what every
+the bytes, the others zeros, so the sum is rank 0's bytes on every rank (one collective per
+step, a second for a payload longer than ``INLINE_BYTES``). ``all_sum`` is what every
 MLX backend implements (ring, jaccl, mpi), unlike a broadcast. It is queued on mlx-lm's
 generation stream, so it waits for the step the generator queued ahead (its own collectives
 share the group's connections).
@@ -23,12 +23,16 @@ from engines.protocol import AbortRequest, AddRequest, Shutdown
 
 StepInput = AddRequest | AbortRequest | Shutdown
 
+# The first collective of every step: an 8-byte length, then as much of the payload as fits.
+INLINE_BYTES = 1024
+LENGTH_BYTES = 8
+
 _encoder = msgspec.msgpack.Encoder()
 _decoder = msgspec.msgpack.Decoder(list[StepInput])
 
 
 def encode_inputs(inputs: list[StepInput]) -> bytes:
-    """The bytes rank 0 shares for ``inputs`` (empty for none: the second collective is skipped)."""
+    """The bytes rank 0 shares for ``inputs`` (empty for none)."""
     return _encoder.encode(inputs) if inputs else b""
 
 
@@ -54,16 +58,25 @@ class Lockstep:
     def share_bytes(self, payload: bytes | None) -> bytes:
         """Rank 0's ``payload`` on every rank; the other ranks pass None.
 
-        Every rank must call it at the same point of its loop: it blocks until all have.
+        Every rank must call it at the same point of its loop: it blocks until all have. One
+        collective of ``INLINE_BYTES`` carries the length and a payload that fits (aborts, a
+        short prompt, an idle tick); a longer payload takes one more for the rest.
         """
         if self.leader == (payload is None):
             raise ValueError("rank 0 shares a payload, the other ranks pass None")
         data = payload or b""
-        size = int(self._sum(np.array([len(data)], dtype=np.int64)).item())
-        if size == 0:
-            return b""
-        contribution = np.frombuffer(data, dtype=np.uint8) if self.leader else np.zeros(size, dtype=np.uint8)
-        return bytes(memoryview(self._sum(contribution)))
+        first = np.zeros(INLINE_BYTES, dtype=np.uint8)
+        if self.leader:
+            head = len(data).to_bytes(LENGTH_BYTES, "little") + data[:INLINE_BYTES - LENGTH_BYTES]
+            first[:len(head)] = np.frombuffer(head, dtype=np.uint8)
+        shared = bytes(memoryview(self._sum(first)))
+        size = int.from_bytes(shared[:LENGTH_BYTES], "little")
+        inline = shared[LENGTH_BYTES:LENGTH_BYTES + size]
+        if len(inline) == size:
+            return inline
+        rest = size - len(inline)
+        contribution = np.frombuffer(data[len(inline):], dtype=np.uint8) if self.leader else np.zeros(rest, dtype=np.uint8)
+        return inline + bytes(memoryview(self._sum(contribution)))
 
     def share_inputs(self, inputs: list[StepInput] | None) -> list[StepInput]:
         """Rank 0's ``inputs`` on every rank (the other ranks pass None)."""

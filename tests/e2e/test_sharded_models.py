@@ -36,7 +36,9 @@ def server(servers, tiny_models):
 
 
 def body(model: str, i: int) -> dict:
-    return {"model": model, "messages": [{"role": "user", "content": f"request number {i} " * (i + 1)}],
+    # The last prompt is long enough that its request takes rank 0 two collectives to share.
+    repeats = 150 if i == CONCURRENCY - 1 else i + 1
+    return {"model": model, "messages": [{"role": "user", "content": f"request number {i} " * repeats}],
             "max_tokens": MAX_TOKENS, "temperature": 0, "logit_bias": EOS_BLOCK, "logprobs": True}
 
 

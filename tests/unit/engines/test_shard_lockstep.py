@@ -10,7 +10,7 @@ import pytest
 
 from engines.protocol import AbortRequest, AddRequest, SamplingParams, ShardSpec, Shutdown, WorkerSpec
 from engines.shard.launch import free_port_run, launch_argv
-from engines.shard.lockstep import Lockstep, decode_inputs, encode_inputs
+from engines.shard.lockstep import INLINE_BYTES, Lockstep, decode_inputs, encode_inputs
 from engines.shard.worker import _with_seed
 
 REQUEST = AddRequest("r1", [1, 2, 3], 8, SamplingParams(temperature=0.0), [0], snapshot_at=(2,), grammar="")
@@ -26,8 +26,9 @@ def test_a_group_of_one_shares_its_own_bytes():
     # The singleton group runs the same all_sum path as a real group (a sum over one rank).
     lockstep = Lockstep(mx.distributed.init())
     assert lockstep.leader and lockstep.size == 1
-    payload = bytes(range(256)) * 3
-    assert lockstep.share_bytes(payload) == payload
+    for size in (1, INLINE_BYTES - 8, INLINE_BYTES - 7, 5 * INLINE_BYTES):  # inline, full, one byte over, long
+        payload = bytes(range(256)) * (size // 256) + bytes(range(size % 256))
+        assert lockstep.share_bytes(payload) == payload
     assert lockstep.share_bytes(b"") == b""
     assert lockstep.share_inputs([REQUEST]) == [REQUEST]
     with pytest.raises(ValueError):
