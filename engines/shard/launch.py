@@ -8,6 +8,7 @@ ports each time (two groups on one machine, or a restart while the old ports lin
 
 from __future__ import annotations
 
+import random
 import shutil
 import socket
 import sys
@@ -16,6 +17,7 @@ from pathlib import Path
 from engines.protocol import ShardSpec, WorkerSpec
 
 PORT_ATTEMPTS = 50
+PORT_RANGE = (20000, 32000)
 
 
 def launcher_path(python: str = sys.executable) -> str:
@@ -34,12 +36,15 @@ def launcher_path(python: str = sys.executable) -> str:
 
 
 def free_port_run(count: int, host: str = "127.0.0.1") -> int:
-    """The first of ``count`` consecutive TCP ports free on ``host`` now."""
+    """The first of ``count`` consecutive TCP ports free on ``host`` now.
+
+    Drawn below the ephemeral ranges (Linux 32768+, macOS 49152+): there, an outgoing
+    connection could take a port between this check and the ranks' listen, and a group that
+    cannot listen fails its start.
+    """
     for _ in range(PORT_ATTEMPTS):
-        with socket.socket() as probe:
-            probe.bind((host, 0))
-            start = probe.getsockname()[1]
-        if start + count <= 65535 and all(_is_free(host, port) for port in range(start, start + count)):
+        start = random.randrange(PORT_RANGE[0], PORT_RANGE[1] - count)
+        if all(_is_free(host, port) for port in range(start, start + count)):
             return start
     raise OSError(f"no run of {count} free ports on {host}")
 

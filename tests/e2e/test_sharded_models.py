@@ -32,6 +32,8 @@ def server(servers, tiny_models):
         "pipeline": {"path": qwen2, "shard": {"hosts": 2, "mode": "pipeline", "backend": "ring"}, **common},
         "solo_llama": {"path": llama, **common},
         "tensor_llama": {"path": llama, "shard": {"hosts": 2}, **common},
+        # mlx-lm has no llama pipeline; loaded on first request (a preloaded model that fails keeps /ready at 503).
+        "pipeline_llama": {"path": llama, "shard": {"hosts": 2, "mode": "pipeline"}, "preload": False, **common},
     })
 
 
@@ -196,3 +198,12 @@ def test_seeded_sampling_under_a_grammar_matches_one_process(server):
         text = ask("tensor", seed)
         assert text == ask("solo", seed)
         assert text == ask("pipeline", seed)
+
+
+def test_an_architecture_without_that_sharding_fails_to_load_with_the_reason(server):
+    reply = httpx.post(server.base_url + "/v1/chat/completions", json=body("pipeline_llama", 0), timeout=180)
+    assert reply.status_code == 503 and "no pipeline sharding" in reply.json()["error"]["message"], reply.text
+    status = server.status()["models"]["pipeline_llama"]
+    assert status["state"] == "failed"
+    assert "no pipeline sharding for architecture 'llama'; it supports tensor mode" in status["last_error"]
+    wait_for(lambda: shard_group(server, "pipeline_llama") == {}, timeout_s=30, what="nothing of the group left running")
