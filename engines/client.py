@@ -55,7 +55,7 @@ from engines.protocol import (
     decode_output,
     encode_frame,
 )
-from engines.shard.launch import free_port_run, launch_argv
+from engines.shard.launch import free_port_run, launch_argv, rank_count
 
 logger = logging.getLogger(__name__)
 
@@ -284,7 +284,7 @@ class WorkerHandle:
         if self.spec.shard is not None:
             # Its own session, so the group (launcher and local ranks) is killed as one.
             try:
-                argv = launch_argv(self.spec, starting_port=free_port_run(len(self.spec.shard.hosts)))
+                argv = launch_argv(self.spec, starting_port=free_port_run(rank_count(self.spec.shard)))
             except OSError as exc:
                 raise WorkerLoadError(f"cannot launch the shards of {self.spec.model_id!r}: {exc}") from None
             return await asyncio.create_subprocess_exec(*argv, env=env, start_new_session=True)

@@ -8,6 +8,7 @@ ports each time (two groups on one machine, or a restart while the old ports lin
 
 from __future__ import annotations
 
+import json
 import random
 import shutil
 import socket
@@ -56,6 +57,24 @@ def _is_free(host: str, port: int) -> bool:
         except OSError:
             return False
     return True
+
+
+def rank_count(shard: ShardSpec) -> int:
+    """How many ranks the group has: its hosts, or the hosts its hostfile lists.
+
+    Raises:
+        OSError: the hostfile cannot be read or holds no hosts.
+    """
+    if not shard.hostfile:
+        return len(shard.hosts)
+    try:
+        data = json.loads(Path(shard.hostfile).read_text())
+    except ValueError as exc:
+        raise OSError(f"hostfile {shard.hostfile} is not JSON: {exc}") from None
+    hosts = data.get("hosts", []) if isinstance(data, dict) else data
+    if not isinstance(hosts, list) or not hosts:
+        raise OSError(f"hostfile {shard.hostfile} lists no hosts")
+    return len(hosts)
 
 
 def launch_argv(spec: WorkerSpec, *, starting_port: int, python: str = sys.executable) -> list[str]:

@@ -59,9 +59,11 @@ def estimate_memory(model_dir: Path, config: ModelConfig, max_context: int) -> M
     if config.shard.enabled:
         # Each rank holds its share of the weights and KV; only the ranks on this machine count
         # here (rank 0's host and loopback), and a sharded model runs without a prefix cache.
-        hosts = config.shard.host_list
+        hosts = config.shard.host_list  # empty with a hostfile alone: counted as if all ranks were here
         local = sum(1 for host in hosts if host in (hosts[0], "127.0.0.1", "::1"))
-        weights, kv, prefix = weights * local // len(hosts), kv * local // len(hosts), 0
+        if hosts:
+            weights, kv = weights * local // len(hosts), kv * local // len(hosts)
+        prefix = 0
     return MemoryEstimate(weights, kv, prefix)
 
 

@@ -240,7 +240,7 @@ class ShardConfig(_Frozen):
     mode: Annotated[str, one_of("tensor", "pipeline")] = "tensor"
     """"tensor": every layer split across the ranks (mlx-lm `shard()`); "pipeline": the layers divided among them."""
     hostfile: str = ""
-    """An `mlx.launch` hostfile (JSON, as `mlx.distributed_config` writes) naming the hosts instead of `hosts`."""
+    """An `mlx.launch` hostfile (JSON, as `mlx.distributed_config` writes) naming the hosts instead of `hosts` (which may stay [])."""
 
     @property
     def host_list(self) -> tuple[str, ...]:
@@ -249,14 +249,14 @@ class ShardConfig(_Frozen):
 
     @property
     def enabled(self) -> bool:
-        return bool(self.host_list)
+        return bool(self.host_list or self.hostfile)
 
     @model_validator(mode="after")
     def _launchable(self) -> ShardConfig:
         hosts = self.host_list
-        if not hosts:
+        if not self.enabled:
             return self
-        if len(hosts) < 2:
+        if len(hosts) < 2 and not self.hostfile:
             raise PydanticCustomError("config_rule", "hosts: a sharded model needs at least 2 ranks")
         if self.backend == "jaccl" and not self.hostfile:
             raise PydanticCustomError("config_rule", 'backend "jaccl" needs a hostfile naming each host\'s RDMA devices')

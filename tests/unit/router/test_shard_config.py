@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from engines.protocol import ShardSpec
+from engines.shard.launch import rank_count
 from router.ops.config import ConfigError, load_config_text
 from router.ops.reload.diff import diff_models
 
@@ -50,11 +52,15 @@ def test_unlaunchable_groups_are_refused_with_their_path(extra, message):
     assert errors_of(extra) == [message]
 
 
-def test_a_hostfile_replaces_the_ip_checks(tmp_path):
+def test_a_hostfile_replaces_the_hosts_and_their_checks(tmp_path):
     hostfile = tmp_path / "hosts.json"
-    hostfile.write_text('[{"ssh": "mac1"}, {"ssh": "mac2"}]')
-    shard = shard_of(f'shard = {{ hosts = ["mac1", "mac2"], backend = "jaccl", hostfile = "{hostfile}" }}')
-    assert shard.hostfile == str(hostfile)
+    hostfile.write_text('{"backend": "jaccl", "hosts": [{"ssh": "mac1"}, {"ssh": "mac2"}, {"ssh": "mac3"}]}')
+    shard = shard_of(f'shard = {{ backend = "jaccl", hostfile = "{hostfile}" }}')
+    assert shard.enabled and shard.hostfile == str(hostfile) and shard.host_list == ()
+    assert rank_count(ShardSpec(hosts=[], backend="jaccl", hostfile=str(hostfile))) == 3
+    hostfile.write_text("[]")
+    with pytest.raises(OSError, match="lists no hosts"):
+        rank_count(ShardSpec(hosts=[], hostfile=str(hostfile)))
 
 
 def test_changing_the_shard_replaces_the_worker():
