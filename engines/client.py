@@ -25,6 +25,7 @@ import enum
 import hmac
 import logging
 import os
+import signal
 import sys
 import time
 from collections import deque
@@ -54,6 +55,7 @@ from engines.protocol import (
     decode_output,
     encode_frame,
 )
+from engines.shard.launch import free_port_run, launch_argv, rank_count
 
 logger = logging.getLogger(__name__)
 
@@ -259,7 +261,7 @@ class WorkerHandle:
             self.exact_snapshots = ready.exact_snapshots
             self._ready.set()
             logger.info("worker[%s] ready (pid %s)", self.spec.model_id, self._process.pid)
-            await self._pump(reader)
+            await self._serve(reader)
             return None
         except WorkerLoadError as exc:
             self.last_error = str(exc)
@@ -279,6 +281,13 @@ class WorkerHandle:
         # The spec (with its token) goes in the environment: other local users can read a
         # process's command line, not its environment.
         env = {**os.environ, **self._env, SPEC_ENV: msgspec.json.encode(self.spec).decode()}
+        if self.spec.shard is not None:
+            # Its own session, so the group (launcher and local ranks) is killed as one.
+            try:
+                argv = launch_argv(self.spec, starting_port=free_port_run(rank_count(self.spec.shard)))
+            except OSError as exc:
+                raise WorkerLoadError(f"cannot launch the shards of {self.spec.model_id!r}: {exc}") from None
+            return await asyncio.create_subprocess_exec(*argv, env=env, start_new_session=True)
         # A fresh interpreter (fork+exec), never a fork of the router: MLX must not be forked.
         return await asyncio.create_subprocess_exec(sys.executable, "-m", "engines.worker", "--model-id", self.spec.model_id, env=env)
 
@@ -337,6 +346,17 @@ class WorkerHandle:
                 logger.error("worker[%s] fatal: %s", self.spec.model_id, message.message)
                 return
 
+    async def _serve(self, reader: asyncio.StreamReader) -> None:
+        """Pump until the worker is gone; a sharded group is gone as soon as its launcher is
+        (a rank died and ``mlx.launch`` ended the others), whatever rank 0's socket says."""
+        if self.spec.shard is None:
+            await self._pump(reader)
+            return
+        pump, exited = asyncio.ensure_future(self._pump(reader)), asyncio.ensure_future(self._process.wait())
+        await asyncio.wait({pump, exited}, return_when=asyncio.FIRST_COMPLETED)
+        for task in (pump, exited):
+            task.cancel()
+
     @staticmethod
     async def _read_frame(reader: asyncio.StreamReader):
         header = await reader.readexactly(FRAME_HEADER.size)
@@ -360,6 +380,11 @@ class WorkerHandle:
                 logger.warning("worker[%s] did not exit in %.0fs; killing", self.spec.model_id, timeout_s)
                 process.kill()
                 await process.wait()
+        if process is not None and self.spec.shard is not None:
+            # Ranks can outlive their launcher (killed alone, or stuck in a collective): the
+            # whole session goes, so no rank of an old group is left holding memory and ports.
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(process.pid, signal.SIGKILL)
 
     def _fail_all(self, error: BaseException) -> None:
         mailboxes, self._mailboxes = self._mailboxes, {}

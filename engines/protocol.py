@@ -243,6 +243,15 @@ def decode_output(payload: bytes) -> WorkerOutput:
     return _output_decoder.decode(payload)
 
 
+class ShardSpec(msgspec.Struct, frozen=True, kw_only=True):
+    """A model sharded over a group of processes started by ``mlx.launch`` (engines/shard/)."""
+
+    hosts: list[str]  # one entry per rank; rank 0 runs on the router's machine and talks to it
+    backend: str = "ring"  # "ring" (TCP sockets) or "jaccl" (RDMA over Thunderbolt)
+    mode: str = "tensor"  # "tensor": every layer split across the ranks; "pipeline": the layers divided among them
+    hostfile: str = ""  # an mlx.launch hostfile (jaccl's RDMA devices); "" builds one from ``hosts``
+
+
 class WorkerSpec(msgspec.Struct, frozen=True, kw_only=True):
     """How to start a worker: handed to the process as JSON in its environment.
 
@@ -266,6 +275,7 @@ class WorkerSpec(msgspec.Struct, frozen=True, kw_only=True):
     kv_bits: int = 0  # quantized KV cache: 4 or 8 bits; 0 keeps it unquantized
     kv_group_size: int = 64
     kv_quantize_after: int = 0  # tokens a sequence attends to in full precision first
+    shard: ShardSpec | None = None  # None: one process holds the whole model
 
 
 # ---------------------------------------------------------------- what a valid request is

@@ -34,7 +34,7 @@ import anyio
 from engines.client import WorkerHandle, WorkerState
 from engines.cpu_blas import choose_cpu_blas, log_choice
 from engines.errors import WorkerLoadError, WorkerNotReadyError
-from engines.protocol import WorkerSpec
+from engines.protocol import ShardSpec, WorkerSpec
 from router.errors import ModelNotFoundError, ModelUnavailableError
 from router.handle import ModelHandle, ModelState
 from router.model_files import ModelFilesError, read_max_context, read_vocab_size, resolve_model_path
@@ -444,8 +444,11 @@ class ModelPool:
             prefill_step=handle.config.prefill_step,
             max_context=handle.max_context,
             log_level=self.config.server.log_level,
-            **_prefix_cache_spec(handle.config.prefix_cache, self._runtime_dir / "prefix-cache" / handle.model_id),
+            # A sharded model's ranks cannot share one prefix cache's decisions (engines/shard/worker.py).
+            **(_prefix_cache_spec(handle.config.prefix_cache, self._runtime_dir / "prefix-cache" / handle.model_id)
+               if not handle.config.shard.enabled else {}),
             **_kv_cache_spec(handle.config.kv_cache),
+            shard=_shard_spec(handle.config.shard),
         )
 
 
@@ -474,6 +477,12 @@ def _prefix_cache_spec(config, default_dir: Path) -> dict[str, Any]:
         spec.update(prefix_cache_dir=str(Path(config.dir).expanduser() if config.dir else default_dir),
                     prefix_cache_disk_bytes=int(config.disk_gb * 2**30), prefix_cache_flush_timeout_s=config.flush_timeout_s)
     return spec
+
+
+def _shard_spec(config) -> ShardSpec | None:
+    if not config.enabled:
+        return None
+    return ShardSpec(hosts=list(config.host_list), backend=config.backend, mode=config.mode, hostfile=config.hostfile)
 
 
 def _kv_cache_spec(config) -> dict[str, int]:

@@ -56,6 +56,14 @@ def estimate_memory(model_dir: Path, config: ModelConfig, max_context: int) -> M
                                    dtype_bytes=_dtype_bytes(model_json) or _stored_float_bytes(model_dir))
     kv = config.max_concurrency * max_context * per_token
     prefix = int(config.prefix_cache.memory_gb * GB) if config.prefix_cache.enabled else 0
+    if config.shard.enabled:
+        # Each rank holds its share of the weights and KV; only the ranks on this machine count
+        # here (rank 0's host and loopback), and a sharded model runs without a prefix cache.
+        hosts = config.shard.host_list  # empty with a hostfile alone: counted as if all ranks were here
+        local = sum(1 for host in hosts if host in (hosts[0], "127.0.0.1", "::1"))
+        if hosts:
+            weights, kv = weights * local // len(hosts), kv * local // len(hosts)
+        prefix = 0
     return MemoryEstimate(weights, kv, prefix)
 
 

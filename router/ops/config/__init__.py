@@ -10,6 +10,7 @@ from .schema import (
     RouterConfig,
     SamplingDefaults,
     ServerConfig,
+    ShardConfig,
     UpstreamModelConfig,
 )
 from .fleet import is_off_fleet
@@ -23,6 +24,7 @@ __all__ = [
     "RouterConfig",
     "SamplingDefaults",
     "ServerConfig",
+    "ShardConfig",
     "UpstreamModelConfig",
     "is_off_fleet",
     "load_config",

@@ -6,14 +6,16 @@ error wording belong to `load.py` and `errors.py`.
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import re
+import socket
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Annotated, Any
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Discriminator, Field, GetCoreSchemaHandler, Tag, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Discriminator, Field, GetCoreSchemaHandler, Tag, model_validator
 from pydantic_core import PydanticCustomError, core_schema
 
 __all__ = [
@@ -29,6 +31,7 @@ __all__ = [
     "Rule",
     "SamplingDefaults",
     "ServerConfig",
+    "ShardConfig",
     "UpstreamModelConfig",
     "one_of",
 ]
@@ -197,6 +200,78 @@ class PrefixCacheConfig(_Frozen):
     """On a graceful stop, how long the worker may spend writing what is still queued."""
 
 
+def _is_ip(value: str) -> bool:
+    try:
+        ipaddress.ip_address(value)
+    except ValueError:
+        return False
+    return True
+
+
+def _is_this_machine(host: str) -> bool:
+    """Whether ``host`` (an IP) is one of this machine's addresses: binding to it succeeds."""
+    try:
+        if ipaddress.ip_address(host).is_loopback:
+            return True
+        with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as probe:
+            probe.bind((host, 0))
+    except (OSError, ValueError):
+        return False
+    return True
+
+
+def _ranks_on_loopback(value: Any) -> Any:
+    """`hosts = N`: N ranks on this machine's loopback (a test, or a machine with memory for N processes)."""
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 2:
+        return ("127.0.0.1",) * value
+    if isinstance(value, (list, tuple)):
+        return value
+    raise PydanticCustomError("config_rule", "must be a list of IP addresses or a count of at least 2 ranks (got {got})",
+                              {"got": repr(value)})
+
+
+class ShardConfig(_Frozen):
+    """`[models.<id>.shard]`: split the model over a group of processes started with `mlx.launch` (engines/shard/)."""
+
+    hosts: Annotated[tuple[_NonEmpty, ...], BeforeValidator(_ranks_on_loopback)] = ()
+    """One IP per rank, rank 0 first and on this machine (it talks to the router); a count N = N ranks on loopback; [] = one process."""
+    backend: Annotated[str, one_of("ring", "jaccl")] = "ring"
+    """"ring": TCP between the hosts; "jaccl": RDMA over Thunderbolt 5 (needs `hostfile`)."""
+    mode: Annotated[str, one_of("tensor", "pipeline")] = "tensor"
+    """"tensor": every layer split across the ranks (mlx-lm `shard()`); "pipeline": the layers divided among them."""
+    hostfile: str = ""
+    """An `mlx.launch` hostfile (JSON, as `mlx.distributed_config` writes) naming the hosts instead of `hosts` (which may stay [])."""
+
+    @property
+    def host_list(self) -> tuple[str, ...]:
+        """One address per rank, rank 0 first (empty: not sharded)."""
+        return self.hosts
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.host_list or self.hostfile)
+
+    @model_validator(mode="after")
+    def _launchable(self) -> ShardConfig:
+        hosts = self.host_list
+        if not self.enabled:
+            return self
+        if len(hosts) < 2 and not self.hostfile:
+            raise PydanticCustomError("config_rule", "hosts: a sharded model needs at least 2 ranks")
+        if self.backend == "jaccl" and not self.hostfile:
+            raise PydanticCustomError("config_rule", 'backend "jaccl" needs a hostfile naming each host\'s RDMA devices')
+        if self.hostfile and not os.path.isfile(self.hostfile):
+            raise PydanticCustomError("config_rule", "hostfile: {path} is not a file", {"path": self.hostfile})
+        if not self.hostfile:
+            bad = [host for host in hosts if not _is_ip(host)]
+            if bad:
+                raise PydanticCustomError("config_rule", "hosts: mlx.launch needs IP addresses, not {bad}", {"bad": ", ".join(bad)})
+            if not _is_this_machine(hosts[0]):
+                raise PydanticCustomError("config_rule", "hosts: the first host (rank 0) must be this machine, not {host}",
+                                          {"host": hosts[0]})
+        return self
+
+
 class ModelConfig(_Frozen):
     """`[models.<id>]`: one served model."""
 
@@ -237,6 +312,7 @@ class ModelConfig(_Frozen):
     sampling: SamplingDefaults = Field(default_factory=SamplingDefaults)
     kv_cache: KVCacheConfig = Field(default_factory=KVCacheConfig)
     prefix_cache: PrefixCacheConfig = Field(default_factory=PrefixCacheConfig)
+    shard: ShardConfig = Field(default_factory=ShardConfig)
 
 
 class UpstreamModelConfig(_Frozen):

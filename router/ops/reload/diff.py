@@ -17,7 +17,7 @@ from pydantic import BaseModel
 from router.ops.config import KeyConfig, ModelConfig, ServerConfig
 
 # ModelConfig fields the worker process is started with.
-ENGINE_FIELDS = frozenset({"path", "kv_cache", "prefix_cache", "max_concurrency", "max_context", "prefill_step"})
+ENGINE_FIELDS = frozenset({"path", "kv_cache", "prefix_cache", "max_concurrency", "max_context", "prefill_step", "shard"})
 # ServerConfig fields bound at start: the listening socket, the app's limits, where sockets live,
 # whether the file is watched at all.
 RESTART_FIELDS = frozenset({"host", "port", "runtime_dir", "max_body_mb", "header_timeout_s", "body_timeout_s", "watch_config",

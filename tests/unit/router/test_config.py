@@ -292,7 +292,7 @@ def test_each_error_names_its_toml_path(text, expected):
 def test_unknown_key_lists_allowed_keys():
     (line,) = errors_of(MINIMAL + "kv_bits = 4\n")
     assert line.startswith("models.coder.kv_bits: unknown key; allowed keys: path, aliases, preload, ")
-    assert line.endswith(", sampling, kv_cache, prefix_cache")
+    assert line.endswith(", sampling, kv_cache, prefix_cache, shard")
     (line,) = errors_of("[serverx]\n")
     assert line == "serverx: unknown key; allowed keys: server, models, keys"
 
