@@ -146,17 +146,19 @@ def _one_turn(run_cli, base_url: str, log_path: Path, name: str) -> str:
 def _replay(base_url: str, path: str, body: dict) -> tuple[str, float]:
     """Send a recorded body as the CLI did (streamed); the last event's stop reason, and the time to it."""
     started = time.monotonic()
-    final = None
+    final, blocks = None, 0
     with httpx.stream("POST", base_url + path, json=body, timeout=TURN_TIMEOUT_S,
                       headers={"x-api-key": "unused", "anthropic-version": "2023-06-01"}) as response:
         assert response.status_code == 200, response.read()
         for line in response.iter_lines():
             if line.startswith("data: ") and line != "data: [DONE]":
                 event = json.loads(line[6:])
+                blocks += event.get("type") == "content_block_start"
                 if event.get("type") in ("message_delta", "response.completed", "response.incomplete"):
                     final = event
     assert final is not None, "the stream never ended its message"
     if final["type"] == "message_delta":
+        assert blocks, "the message has no content block (text or tool_use)"
         reason = final["delta"]["stop_reason"]
     else:
         output = final["response"]["output"]
@@ -165,10 +167,13 @@ def _replay(base_url: str, path: str, body: dict) -> tuple[str, float]:
     return reason, time.monotonic() - started
 
 
-# name, binary, how to run it, the model name it sends, the replay's clean ends (Messages / Responses).
+# name, binary, how to run it, the model name it sends, how a replayed stream may end (Messages /
+# Responses). The server's contract: the message ends with a stop reason. A reply cut by the
+# demo's 512-token ceiling ends too; how often the demo ends its turn by itself on an agent's
+# prompt is the demo's own measure (printed here; engines/demo/README.md).
 AGENTS = {
-    "claude-code": (CLAUDE, _claude, CLAUDE_MODEL, {"end_turn", "tool_use"}),
-    "codex": (CODEX, _codex, CODEX_MODEL, {"completed"}),
+    "claude-code": (CLAUDE, _claude, CLAUDE_MODEL, {"end_turn", "tool_use", "max_tokens"}),
+    "codex": (CODEX, _codex, CODEX_MODEL, {"completed", "incomplete"}),
 }
 
 
