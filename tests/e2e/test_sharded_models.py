@@ -26,7 +26,7 @@ def server(servers, tiny_models):
     qwen2 = str(tiny_models.path("qwen2", hidden_size=128, num_layers=4))
     llama = str(tiny_models.path("llama", hidden_size=128))
     common = {"max_concurrency": CONCURRENCY}
-    return servers.start({
+    live = servers.start({
         "solo": {"path": qwen2, **common},
         "tensor": {"path": qwen2, "shard": {"hosts": ["127.0.0.1", "127.0.0.1"], "mode": "tensor"}, **common},
         "pipeline": {"path": qwen2, "shard": {"hosts": 2, "mode": "pipeline", "backend": "ring"}, **common},
@@ -35,6 +35,10 @@ def server(servers, tiny_models):
         # mlx-lm has no llama pipeline; loaded on first request (a preloaded model that fails keeps /ready at 503).
         "pipeline_llama": {"path": llama, "shard": {"hosts": 2, "mode": "pipeline"}, "preload": False, **common},
     })
+    yield live
+    # Stopped with the module, not the session: an idle group's mlx.launch and ranks keep polling
+    # (about half a core between them), which would slow every later test.
+    live.stop()
 
 
 def body(model: str, i: int) -> dict:
