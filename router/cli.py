@@ -98,7 +98,13 @@ def _load(config_path: Path | None, **server_overrides) -> tuple[RouterConfig, s
 
 
 def _serve(args: argparse.Namespace) -> int:
+    import faulthandler
+
     import uvicorn
+
+    # A native crash (a library's abort or segfault) leaves every thread's stack in the log
+    # instead of a bare exit status.
+    faulthandler.enable()
 
     from router.app import create_app
     from router.ops.runtime_dir import RuntimeDirError, prepare_runtime_dir

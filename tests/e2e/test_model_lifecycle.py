@@ -55,7 +55,8 @@ def test_sigterm_stops_the_router_and_its_workers(servers, tiny_models):
     worker = live.worker_pid("one")
     live.process.send_signal(signal.SIGTERM)
     # A graceful stop is a clean exit for a service manager.
-    assert live.process.wait(timeout=30) == 0
+    status = live.process.wait(timeout=30)
+    assert status == 0, live.log()[-4000:]
     assert "Application shutdown complete" in live.log()
     with pytest.raises(ProcessLookupError):
         for _ in range(50):  # the pool stopped the worker during the shutdown
