@@ -26,6 +26,7 @@ from router.api.responses.controller import ResponsesController
 from router.admission import release_admissions
 from router.ops.config import RouterConfig, resolve_runtime_dir
 from router.ops.admin import AdminController
+from router.ops.ui.controller import StatusPageController
 from router.ops.auth.guard import Access, require_key
 from router.ops.metrics.families import Metrics
 from router.ops.metrics.http import MetricsController, counting_hook
@@ -101,10 +102,14 @@ def create_app(config: RouterConfig, *, runtime_dir: Path | None = None, config_
     def provide_upstreams(state: State) -> Upstreams:
         return state.upstreams
 
+    def provide_access(state: State) -> Access:
+        return state.access
+
     return Litestar(
         route_handlers=[
             HealthController, ModelsController, ChatCompletionsController, CompletionsController,
             ResponsesController, MessagesController, AdminController, MetricsController,
+            StatusPageController,
         ],
         dependencies={
             "pool": Provide(provide_pool, sync_to_thread=False),
@@ -113,6 +118,7 @@ def create_app(config: RouterConfig, *, runtime_dir: Path | None = None, config_
             "metrics": Provide(provide_metrics, sync_to_thread=False),
             "collector": Provide(provide_collector, sync_to_thread=False),
             "upstreams": Provide(provide_upstreams, sync_to_thread=False),
+            "access": Provide(provide_access, sync_to_thread=False),
         },
         exception_handlers={Exception: handle_exception},
         middleware=[RequestIdMiddleware(), release_admissions, BodyTimeoutMiddleware(config.server.body_timeout_s)],

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import pytest
 
+from tests.support import artifacts
 from tests.support.models import TinyModels
 from tests.support.server import ServerFactory
 
@@ -20,3 +24,16 @@ def servers(tmp_path_factory: pytest.TempPathFactory):
     factory = ServerFactory(tmp_path_factory.mktemp("servers"))
     yield factory
     factory.stop_all()
+
+
+@pytest.fixture(scope="session")
+def artifacts_dir() -> Path:
+    """Where tests leave files for a person to look at (screenshots); their paths end the run's summary."""
+    root = Path(os.environ.get("RAPIDMLX_TEST_ARTIFACTS", Path(__file__).resolve().parent.parent / "test-artifacts"))
+    root.mkdir(parents=True, exist_ok=True)
+    return root
+
+
+def pytest_terminal_summary(terminalreporter) -> None:
+    for path in artifacts.written:
+        terminalreporter.write_line(f"test artifact: {path}")

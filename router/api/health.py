@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from litestar import Controller, Response
+from litestar import Controller, Request, Response
+from litestar.response import Redirect
 
+from router.http.browser import wants_html
 from router.http.methods import get_or_head
 from router.pool import ModelPool
 
@@ -25,6 +27,9 @@ class HealthController(Controller):
         ready = pool.is_ready()
         return Response({"status": "ready" if ready else "loading", "models": states}, status_code=200 if ready else 503)
 
-    @get_or_head("/")
-    async def root(self) -> dict[str, str]:
-        return {"status": "ok", "service": "rapid-mlx"}
+    # A browser is sent to the status page (before any key check: the page asks for the key itself).
+    @get_or_head("/", opt={"browser_redirect": True})
+    async def root(self, request: Request) -> Response[dict[str, str]] | Redirect:
+        if wants_html(request):
+            return Redirect("/ui", status_code=303)
+        return Response({"status": "ok", "service": "rapid-mlx"})

@@ -23,6 +23,8 @@ from engines.errors import WorkerDiedError, WorkerNotReadyError
 from router.errors import RouterError
 from router.handle import ModelHandle
 from router.http.methods import get_or_head
+from router.ops.auth.guard import Access
+from router.ops.metrics.families import Metrics
 from router.ops.reload.reloader import Reloader
 from router.pool import ModelPool
 from router.upstream.registry import Upstreams
@@ -100,23 +102,34 @@ async def worker_status(handle: ModelHandle) -> dict[str, Any]:
     return status
 
 
+async def fleet_status(pool: ModelPool, reloader: Reloader, upstreams: Upstreams, access: Access,
+                       metrics: Metrics) -> dict[str, Any]:
+    """``GET /admin/status``, also what the status page renders (router/ops/ui): the config and its
+    last reload, every model (with its last minutes of traffic), the upstreams, and requests per key."""
+    handles = list(pool.handles.values())
+    statuses = await asyncio.gather(*(model_status(pool, h) for h in handles))
+    for handle, status in zip(handles, statuses):
+        status["recent"] = metrics.recent.summary(handle.model_id)
+    last = reloader.last
+    return {
+        "config": {"path": str(reloader.path) if reloader.path else None, "version": reloader.version, "hash": reloader.hash,
+                   "last_reload": last.as_dict() if last else None},
+        "memory_budget_bytes": int(pool.config.server.memory_budget_gb * 2**30),
+        "models": {h.model_id: s for h, s in zip(handles, statuses)},
+        "upstreams": {model_id: upstream.status() for model_id, upstream in upstreams.by_id.items()},
+        "keys": {name: access.limits.usage(name) for name in access.keys.names},
+    }
+
+
 class AdminController(Controller):
     path = "/admin"
     guards = [loopback_only]
     opt = {"admin": True}
 
     @get_or_head("/status")
-    async def status(self, pool: ModelPool, reloader: Reloader, upstreams: Upstreams) -> dict[str, Any]:
-        handles = list(pool.handles.values())
-        statuses = await asyncio.gather(*(model_status(pool, h) for h in handles))
-        last = reloader.last
-        return {
-            "config": {"path": str(reloader.path) if reloader.path else None, "version": reloader.version, "hash": reloader.hash,
-                       "last_reload": last.as_dict() if last else None},
-            "memory_budget_bytes": int(pool.config.server.memory_budget_gb * 2**30),
-            "models": {h.model_id: s for h, s in zip(handles, statuses)},
-            "upstreams": {model_id: upstream.status() for model_id, upstream in upstreams.by_id.items()},
-        }
+    async def status(self, pool: ModelPool, reloader: Reloader, upstreams: Upstreams, access: Access,
+                     metrics: Metrics) -> dict[str, Any]:
+        return await fleet_status(pool, reloader, upstreams, access, metrics)
 
     @post("/reload", status_code=200)
     async def reload(self, reloader: Reloader) -> Response[dict[str, Any]]:

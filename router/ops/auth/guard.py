@@ -2,7 +2,7 @@
 
 With no `[[keys]]` the endpoint is open (and `/admin/*` answers only on loopback, see
 router/ops/admin.py). With keys, every route needs one except those marked ``opt={"open": True}``
-(`/health`); routes marked ``admin`` need an admin key, and ``metrics`` routes too while
+(`/health`, the status page's shell and files); routes marked ``admin`` need an admin key, and ``metrics`` routes too while
 `[server] metrics_auth` is on (off, they are open). The key found is the request's for the
 rest of its exchange (``current_key``): the model allowlist is checked where the model name
 resolves (router/api/dispatch.py), and `/v1/models` lists only what the key may use.
@@ -19,6 +19,7 @@ from litestar.handlers.base import BaseRouteHandler
 
 from router.admission import on_release
 from router.errors import AuthenticationError, PermissionDeniedError
+from router.http.browser import wants_html
 from router.ops.auth.keys import KeyRing, secret_from_headers
 from router.ops.auth.limits import KeyLimits
 from router.ops.config import KeyConfig, RouterConfig
@@ -44,6 +45,8 @@ async def require_key(connection: ASGIConnection, handler: BaseRouteHandler) -> 
     access: Access = connection.app.state.access
     if not access.keys.enabled or handler.opt.get("open") or (handler.opt.get("metrics") and not access.metrics_auth):
         return  # metrics_auth = false: /metrics is open, for a scraper on a private network
+    if handler.opt.get("browser_redirect") and wants_html(connection):
+        return  # `/` sends a browser to /ui, which reveals nothing without a key
     key = access.keys.identify(secret_from_headers(connection.headers.get("authorization"), connection.headers.get("x-api-key")))
     if key is None:
         raise AuthenticationError("Invalid or missing API key: send it as 'Authorization: Bearer <key>' or 'x-api-key: <key>'.")

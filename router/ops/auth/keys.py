@@ -30,6 +30,7 @@ class KeyRing:
         environment = os.environ if env is None else env
         keys = tuple(keys)
         self._enabled = bool(keys)
+        self.names = tuple(key.name for key in keys)
         # A key_env key whose variable is unset matches nothing (load_config refuses that config).
         self._entries = tuple(_Entry(digest, key) for key in keys if (digest := _digest_of(key, environment)) is not None)
 

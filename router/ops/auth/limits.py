@@ -19,6 +19,7 @@ class KeyLimits:
     def __init__(self) -> None:
         self._inflight: dict[str, int] = {}
         self._recent: dict[str, deque[float]] = {}
+        self._total: dict[str, int] = {}
 
     def take(self, key: KeyConfig, now: float | None = None) -> None:
         """Count one request of ``key`` (held until ``give_back``), or refuse it with 429 + Retry-After."""
@@ -36,9 +37,17 @@ class KeyLimits:
                                   retry_after_s=max(wait_s, 1.0))
         recent.append(now)
         self._inflight[key.name] = inflight + 1
+        self._total[key.name] = self._total.get(key.name, 0) + 1
 
     def give_back(self, name: str) -> None:
         self._inflight[name] = self._inflight.get(name, 1) - 1
 
     def inflight(self, name: str) -> int:
         return self._inflight.get(name, 0)
+
+    def usage(self, name: str, now: float | None = None) -> dict[str, int]:
+        """What the status page shows per key: requests since the router started, in the last
+        minute, and in flight."""
+        now = time.monotonic() if now is None else now
+        last_minute = sum(1 for at in self._recent.get(name, ()) if now - at < WINDOW_S)
+        return {"requests": self._total.get(name, 0), "last_minute": last_minute, "inflight": self.inflight(name)}

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics
 
+from router.ops.metrics.recent import RecentRequests
+
 # No `_created` series: they double the output, and neither dashboards nor alerts read them.
 disable_created_metrics()
 
@@ -27,6 +29,7 @@ class Metrics:
 
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry or CollectorRegistry(auto_describe=True)
+        self.recent = RecentRequests()  # not exported: the status page's last minutes (router/ops/ui)
         r = self.registry
         # ---- requests, per model (vLLM's families)
         self.prompt_tokens = Counter("rapidmlx_prompt_tokens", "Prompt tokens of finished requests.", MODEL, registry=r)

@@ -37,6 +37,7 @@ def observe_generation(metrics: Metrics, model_id: str, key_name: str | None, ti
     metrics.cached_prompt_tokens.labels(model_id).inc(cached_tokens)
     metrics.generation_tokens.labels(model_id).inc(completion_tokens)
     metrics.request_success.labels(model_id, finish_reason).inc()
+    metrics.recent.observe(model_id, None if times.first_token is None else times.first_token - times.arrived, completion_tokens)
     if times.first_token is not None:
         metrics.ttft.labels(model_id).observe(times.first_token - times.arrived)
         metrics.decode_time.labels(model_id).observe(times.last_token - times.first_token)
