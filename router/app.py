@@ -35,6 +35,7 @@ from router.ops.reload.reloader import Reloader
 from router.ops.reload.watch import watch_config_file
 from router.errors import handle_exception
 from router.http.body_timeout import BodyTimeoutMiddleware
+from router.http.disconnect import CancelOnDisconnect
 from router.http.request_id import RequestIdMiddleware, add_request_id_header
 from router.pool import ModelPool
 from router.api.responses.store import ResponseStore
@@ -121,7 +122,7 @@ def create_app(config: RouterConfig, *, runtime_dir: Path | None = None, config_
             "access": Provide(provide_access, sync_to_thread=False),
         },
         exception_handlers={Exception: handle_exception},
-        middleware=[RequestIdMiddleware(), release_admissions, BodyTimeoutMiddleware(config.server.body_timeout_s)],
+        middleware=[RequestIdMiddleware(), release_admissions, CancelOnDisconnect(), BodyTimeoutMiddleware(config.server.body_timeout_s)],
         before_send=[add_request_id_header, add_served_by_header, counting_hook(metrics)],
         lifespan=[run_pool],
         state=State({"pool": pool, "responses": ResponseStore(), "reloader": reloader, "access": access, "metrics": metrics,
