@@ -1,6 +1,6 @@
 """The ``mlx.launch`` command line that starts a sharded model's ranks.
 
-``mlx.launch`` starts one process per host entry (local ones directly, others over ssh) with
+``mlx.launch`` (run through engines/shard/launcher.py) starts one process per host entry (local ones directly, others over ssh) with
 the rank and the group's addresses in their environment; the ring backend listens on
 ``--starting-port`` and the ports after it, one per rank, so the router picks a free run of
 ports each time (two groups on one machine, or a restart while the old ports linger).
@@ -84,7 +84,9 @@ def launch_argv(spec: WorkerSpec, *, starting_port: int, python: str = sys.execu
     (a fleet installs rapid-mlx alike on each Mac).
     """
     shard: ShardSpec = spec.shard
-    argv = [launcher_path(python), "--backend", shard.backend]
+    launcher_path(python)  # installed, or fail here with a clear error
+    # mlx.launch's own main, without its idle busy loop (engines/shard/launcher.py).
+    argv = [python, "-m", "engines.shard.launcher", "--backend", shard.backend]
     if shard.hostfile:
         argv += ["--hostfile", shard.hostfile]
     else:

@@ -43,13 +43,14 @@ from engines.protocol import (
     WorkerSpec,
     encode_frame,
 )
+from engines.shard.doorbell import Doorbell, DoorbellClosedError, open_doorbell
 from engines.shard.lockstep import Lockstep, StepInput
 from engines.worker import EXIT_NOT_MY_ROUTER, greet_router, read_inputs
 
 logger = logging.getLogger("engines.shard.worker")
 
-# While idle, rank 0 still shares an empty step this often, so the other ranks never sit in one
-# collective for hours (and notice a launcher that is gone).
+# While idle, rank 0 looks for inputs this often. Without a doorbell it also shares an empty
+# step each time, so the other ranks never sit in one collective for hours.
 IDLE_TICK_S = 1.0
 
 
@@ -62,23 +63,33 @@ class ShardLoop:
     """
 
     def __init__(self, scheduler, lockstep: Lockstep, grammars, *, inbox: queue.Queue[WorkerInput] | None = None,
-                 sock: socket.socket | None = None) -> None:
+                 sock: socket.socket | None = None, doorbell: Doorbell | None = None) -> None:
         self._scheduler = scheduler
         self._lockstep = lockstep
+        self._doorbell = doorbell
         self._grammars = grammars
         self._inbox = inbox
         self._sock = sock
         self._running = True
 
     def run(self) -> None:
+        dozing = False  # the other ranks wait on the doorbell (engines/shard/doorbell.py)
+        leader = self._lockstep.leader
         while self._running:
-            inputs = self._lockstep.share_inputs(self._take_inputs() if self._lockstep.leader else None)
+            taken = self._take_inputs() if leader else None
+            if dozing:
+                if leader and not taken:
+                    continue  # nothing to wake them for
+                self._doorbell.ring() if leader else self._doorbell.doze()
+            inputs = self._lockstep.share_inputs(taken)
             for message in inputs:
                 self._apply(message)
             if self._running and self._scheduler.has_work:
                 outputs = self._scheduler.step()
-                if self._lockstep.leader:
+                if leader:
                     self._send(outputs)
+            # Every rank shares the same inputs and state, so all reach the same verdict.
+            dozing = self._doorbell is not None and not inputs and not self._scheduler.has_work
 
     def _take_inputs(self) -> list[StepInput]:
         """Rank 0: what arrived since the last step (waiting up to IDLE_TICK_S when idle);
@@ -219,6 +230,14 @@ def serve(group, spec: WorkerSpec | None) -> int:
         return 1
     from engines.grammar import GrammarCompiler
 
+    try:
+        doorbell = open_doorbell(lockstep)
+    except OSError as exc:  # a rank that cannot reach rank 0 (or one that never connected): the group goes
+        logger.error("doorbell: %s; exiting so the router restarts the group", exc)
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.sendall(encode_frame(WorkerFatal(f"the ranks of {spec.model_id!r} could not connect: {exc}")))
+        return 1
     grammars = GrammarCompiler(Path(spec.model_path), vocab_size=scheduler.vocab_size)
     inbox: queue.Queue[WorkerInput] | None = None
     if lockstep.leader:
@@ -226,9 +245,12 @@ def serve(group, spec: WorkerSpec | None) -> int:
         threading.Thread(target=read_inputs, args=(sock, inbox), name="reader", daemon=True).start()
         sock.sendall(encode_frame(WorkerReady(PROTOCOL_VERSION, spec.model_id, spec.max_context, os.getpid(), scheduler.vocab_size)))
         logger.info("ready: %s on %d ranks (%s mode, %s backend)", spec.model_id, lockstep.size, spec.shard.mode, spec.shard.backend)
-    loop = ShardLoop(scheduler, lockstep, grammars, inbox=inbox, sock=sock)
+    loop = ShardLoop(scheduler, lockstep, grammars, inbox=inbox, sock=sock, doorbell=doorbell)
     try:
         loop.run()
+    except DoorbellClosedError:
+        logger.error("rank 0 is gone; exiting")
+        return 1
     except Exception as exc:  # a failed step: this rank cannot go on alone, so the group goes
         logger.error("engine step failed; exiting so the router restarts the group", exc_info=True)
         if sock is not None:
@@ -237,6 +259,8 @@ def serve(group, spec: WorkerSpec | None) -> int:
         return 1
     finally:
         grammars.close()
+    if doorbell is not None:
+        doorbell.close()
     scheduler.close()
     if sock is not None:
         sock.close()

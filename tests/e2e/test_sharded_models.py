@@ -36,8 +36,7 @@ def server(servers, tiny_models):
         "pipeline_llama": {"path": llama, "shard": {"hosts": 2, "mode": "pipeline"}, "preload": False, **common},
     })
     yield live
-    # Stopped with the module, not the session: an idle group's mlx.launch and ranks keep polling
-    # (about half a core between them), which would slow every later test.
+    # Stopped with the module, not the session: four groups' ranks hold memory the later tests want.
     live.stop()
 
 
@@ -117,7 +116,7 @@ def shard_group(server, model_id: str) -> dict[str, int]:
     table = _processes()
     marker = b"\0--model-id\0" + model_id.encode() + b"\0"
     launchers = [pid for pid, (parent, cmd) in table.items()
-                 if parent == server.process.pid and b"mlx.launch" in cmd and marker in cmd]
+                 if parent == server.process.pid and b"engines.shard.launcher" in cmd and marker in cmd]
     assert len(launchers) <= 1, launchers
     if not launchers:
         return {}

@@ -48,8 +48,8 @@ def test_launch_argv_runs_every_rank_of_the_model():
     spec = WorkerSpec(model_id="big", model_path="/m", socket_path="/s", token="secret", max_concurrency=1, prefill_step=16,
                       max_context=64, shard=ShardSpec(hosts=["127.0.0.1", "10.0.0.2"], mode="pipeline"))
     argv = launch_argv(spec, starting_port=4000, python=sys.executable)
-    assert argv[0].endswith("mlx.launch")
-    assert argv[1:argv.index("--")] == ["--backend", "ring", "--hosts", "127.0.0.1,10.0.0.2", "--starting-port", "4000"]
+    assert argv[:3] == [sys.executable, "-m", "engines.shard.launcher"]
+    assert argv[3:argv.index("--")] == ["--backend", "ring", "--hosts", "127.0.0.1,10.0.0.2", "--starting-port", "4000"]
     assert argv[argv.index("--") + 1:] == [sys.executable, "-m", "engines.shard.worker", "--model-id", "big", "--backend", "ring"]
     assert "secret" not in " ".join(argv)  # the token travels in rank 0's environment only
 
