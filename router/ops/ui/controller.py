@@ -43,7 +43,8 @@ class StatusPageController(Controller):
                    metrics: Metrics) -> Response[str]:
         keys = access.keys.enabled
         fragment = None if keys else status_fragment(await fleet_status(pool, reloader, upstreams, access, metrics))
-        return Response(page(fragment=fragment, keys=keys), media_type=MediaType.HTML, headers=PAGE_HEADERS)
+        return Response(page(fragment=fragment, keys=keys, reloadable=reloader.path is not None), media_type=MediaType.HTML,
+                        headers=PAGE_HEADERS)
 
     @get_or_head("/status", opt={"admin": True}, media_type=MediaType.HTML)
     async def fragment(self, pool: ModelPool, reloader: Reloader, upstreams: Upstreams, access: Access,

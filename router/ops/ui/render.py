@@ -31,9 +31,10 @@ def status_fragment(status: dict[str, Any], *, now: float | None = None) -> str:
     return "\n".join(parts)
 
 
-def page(*, fragment: str | None, keys: bool) -> str:
+def page(*, fragment: str | None, keys: bool, reloadable: bool = True) -> str:
     """The whole page. ``fragment`` is the first paint (None when the server has keys: the status
-    waits for an admin key, which only the script can send)."""
+    waits for an admin key, which only the script can send); ``reloadable``: served from a config
+    file (the demo without one has nothing to reload)."""
     if fragment is None:
         body = ('<p id="needs-key">This server has API keys: enter an admin key to see its status. '
                 'The key stays in this tab\'s session storage.</p>'
@@ -60,7 +61,7 @@ def page(*, fragment: str | None, keys: bool) -> str:
 <button type="submit">Use key</button>
 <button type="button" id="forget-key">Forget key</button>
 </form>
-<button type="button" data-action="reload">Reload config</button>
+{'<button type="button" data-action="reload">Reload config</button>' if reloadable else ''}
 </div>
 </header>
 <p id="result" role="status" aria-live="polite"></p>

@@ -89,3 +89,8 @@ def test_with_keys_the_page_carries_no_status():
     shell = page(fragment=None, keys=True)
     assert 'data-keys="on"' in shell and "<table" not in shell and "needs-key" in shell
     assert "<table" in page(fragment=status_fragment(status(), now=0.0), keys=False)
+
+
+def test_a_server_without_a_config_file_offers_no_reload():
+    assert 'data-action="reload"' in page(fragment="", keys=False)
+    assert 'data-action="reload"' not in page(fragment="", keys=False, reloadable=False)
