@@ -70,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
     if rest:
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
     if args.command == "serve":
-        return _serve(args)
+        return _exit_without_teardown(_serve(args))
     if args.command == "validate":
         return _validate(args.file, probe=args.probe)
     if args.command == "status":
@@ -132,6 +132,21 @@ def _serve(args: argparse.Namespace) -> int:
     ))
     server.run()
     return 0 if server.started else 1
+
+
+def _exit_without_teardown(code: int) -> int:
+    """End the serving process now, skipping the interpreter's teardown.
+
+    The router imports MLX (mlx-lm's tokenizer loading) and uses it from anyio's worker threads;
+    MLX's C++ runtime then sometimes aborts in its static destructors at exit ("terminate called
+    without an active exception", ml-explore/mlx#3126): status -6 after a clean stop, which a
+    service manager reads as a crash. By now the workers are stopped with their caches flushed
+    and nothing of the router's needs a destructor; the log and stdio are flushed here.
+    """
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 def _configure_logging(level: str) -> None:
