@@ -61,7 +61,8 @@ WELCOME_TIMEOUT_S = 30.0
 EXIT_NOT_MY_ROUTER = 3
 
 
-def _recv_exact(sock: socket.socket, size: int) -> bytes | None:
+def recv_exact(sock: socket.socket, size: int) -> bytes | None:
+    """Exactly ``size`` bytes from ``sock``, or None if it closes first."""
     chunks, remaining = [], size
     while remaining:
         chunk = sock.recv(min(remaining, 1 << 20))
@@ -74,13 +75,13 @@ def _recv_exact(sock: socket.socket, size: int) -> bytes | None:
 
 def _recv_frame(sock: socket.socket) -> WorkerInput | None:
     """One input frame, or None at end of stream."""
-    header = _recv_exact(sock, FRAME_HEADER.size)
+    header = recv_exact(sock, FRAME_HEADER.size)
     if header is None:
         return None
     (size,) = FRAME_HEADER.unpack(header)
     if size > MAX_FRAME_BYTES:
         raise ValueError(f"frame of {size} bytes exceeds the limit")
-    payload = _recv_exact(sock, size)
+    payload = recv_exact(sock, size)
     return None if payload is None else decode_input(payload)
 
 

@@ -25,6 +25,7 @@ import socket
 from pathlib import Path
 
 from engines.shard.lockstep import Lockstep
+from engines.worker import recv_exact
 
 logger = logging.getLogger(__name__)
 
@@ -128,7 +129,7 @@ def _accept_ranks(listener: socket.socket, secret: bytes, count: int) -> list[so
         connection, peer = listener.accept()
         connection.settimeout(ACCEPT_TIMEOUT_S)
         try:
-            presented = _read_exactly(connection, len(secret))
+            presented = recv_exact(connection, len(secret)) or b""
         except OSError:
             presented = b""
         if not hmac.compare_digest(presented, secret):
@@ -140,12 +141,3 @@ def _accept_ranks(listener: socket.socket, secret: bytes, count: int) -> list[so
         connections.append(connection)
     return connections
 
-
-def _read_exactly(connection: socket.socket, size: int) -> bytes:
-    data = b""
-    while len(data) < size:
-        chunk = connection.recv(size - len(data))
-        if not chunk:
-            break
-        data += chunk
-    return data

@@ -80,7 +80,10 @@ class ShardLoop:
             if dozing:
                 if leader and not taken:
                     continue  # nothing to wake them for
-                self._doorbell.ring() if leader else self._doorbell.doze()
+                if leader:
+                    self._doorbell.ring()
+                else:
+                    self._doorbell.doze()
             inputs = self._lockstep.share_inputs(taken)
             for message in inputs:
                 self._apply(message)

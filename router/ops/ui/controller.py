@@ -9,6 +9,7 @@ storage and sends it as a header to ``/ui/status`` and the admin actions, which 
 
 from __future__ import annotations
 
+import functools
 from importlib import resources
 
 from litestar import Controller, MediaType, Response
@@ -56,6 +57,10 @@ class StatusPageController(Controller):
     async def static(self, name: FromPath[str]) -> Response[bytes]:
         if name not in STATIC:
             raise NotFoundException(f"No static file {name!r}.")
-        body = resources.files("router.ops.ui").joinpath("static", name).read_bytes()
-        return Response(body, media_type=STATIC[name], headers={"cache-control": "no-cache", "x-content-type-options": "nosniff"})
+        return Response(_static_bytes(name), media_type=STATIC[name], headers={"cache-control": "no-cache", "x-content-type-options": "nosniff"})
 
+
+@functools.cache
+def _static_bytes(name: str) -> bytes:
+    """A shipped file, read once (the page asks again on every load)."""
+    return resources.files("router.ops.ui").joinpath("static", name).read_bytes()
