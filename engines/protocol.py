@@ -275,6 +275,7 @@ class WorkerSpec(msgspec.Struct, frozen=True, kw_only=True):
     kv_bits: int = 0  # quantized KV cache: 4 or 8 bits; 0 keeps it unquantized
     kv_group_size: int = 64
     kv_quantize_after: int = 0  # tokens a sequence attends to in full precision first
+    kv_window: int = 0  # each layer's cache holds the latest this many tokens (mlx-lm's max_kv_size); 0 = all
     shard: ShardSpec | None = None  # None: one process holds the whole model
 
 

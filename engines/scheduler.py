@@ -128,8 +128,9 @@ class Scheduler:
 
     def __init__(self, model, *, max_concurrency: int, prefill_step: int, max_context: int,
                  prefix_cache: PrefixCache | None = None, kv_quantization: KVQuantization | None = None,
-                 prefill_share: float = PREFILL_SHARE) -> None:
+                 kv_window: int = 0, prefill_share: float = PREFILL_SHARE) -> None:
         self._model = model
+        self._kv_window = kv_window or None  # mlx-lm's max_kv_size
         self._max_context = max_context
         self.vocab_size = model_vocab_size(model)
         self._max_concurrency = max_concurrency
@@ -152,7 +153,7 @@ class Scheduler:
         self._loading: dict[str, tuple[AddRequest, tuple[int, ...]]] = {}
         # Whether any snapshot can be cut back to a shorter prefix (a sliding window stops
         # rewinding once a prompt is longer than it); if not, only exact snapshot points serve.
-        layers = make_prompt_cache(model)
+        layers = self._new_caches()
         self._rewindable = snapshot.is_trimmable(layers) and not any(isinstance(layer, RotatingKVCache) for layer in layers)
         self.exact_snapshots = prefix_cache is not None and not self._rewindable
         self.shared_prefill_tokens = 0  # prompt tokens served from a snapshot a held request waited for
@@ -164,7 +165,12 @@ class Scheduler:
             # The scheduler feeds it at most this many prompts to prefill at once (``_feed``).
             prefill_batch_size=min(self._max_concurrency, MAX_PROMPTS),
             prefill_step_size=self._prefill_step,
+            max_kv_size=self._kv_window,
         )
+
+    def _new_caches(self) -> list:
+        """One sequence's per-layer caches as the generator makes them (bounded by the KV window, if any)."""
+        return make_prompt_cache(self._model, self._kv_window)
 
     # ------------------------------------------------------------------ public API
 
@@ -477,7 +483,7 @@ class Scheduler:
         """A new sequence's caches (None: the generator makes plain ones)."""
         if self._quantization is None:
             return None
-        return row_caches(make_prompt_cache(self._model), self._quantization)
+        return row_caches(self._new_caches(), self._quantization)
 
     def _leader_for(self, prompt: list[int], covered: int) -> tuple[int, int] | None:
         """(uid, snapshot length to wait for) of a still-prefilling sequence whose coming snapshot

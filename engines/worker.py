@@ -271,19 +271,11 @@ def _load(spec: WorkerSpec):
     from mlx_lm.utils import load_model
 
     from caches.prefix_cache import PrefixCache
-    from caches.quantized import KVQuantization
-    from engines.kv_quantization import plan_quantization
+    from engines.kv_quantization import checked_kv_settings
     from engines.scheduler import Scheduler
 
     model, _ = load_model(Path(spec.model_path))
-    quantization = None
-    if spec.kv_bits:
-        quantization = KVQuantization(spec.kv_bits, spec.kv_group_size, spec.kv_quantize_after)
-        try:
-            plan = plan_quantization(model, quantization)
-        except ValueError as exc:  # the operator's setting, named as the config file names it
-            raise ValueError(f"models.{spec.model_id}.{exc}") from None
-        logger.info("%s", plan.describe())
+    quantization = checked_kv_settings(model, spec)
     prefix_cache = None
     if spec.prefix_cache_bytes > 0:
         prefix_cache = PrefixCache(memory_bytes=spec.prefix_cache_bytes, min_tokens=spec.prefix_cache_min_tokens,
@@ -293,7 +285,7 @@ def _load(spec: WorkerSpec):
             logger.info("prefix cache on disk: %d entries (%.1f MiB) in %.2fs at %s", found, prefix_cache.disk.stats.bytes / 2**20,
                         prefix_cache.disk.stats.restore_seconds, prefix_cache.disk.directory)
     return Scheduler(model, max_concurrency=spec.max_concurrency, prefill_step=spec.prefill_step, max_context=spec.max_context,
-                     prefix_cache=prefix_cache, kv_quantization=quantization)
+                     prefix_cache=prefix_cache, kv_quantization=quantization, kv_window=spec.kv_window)
 
 
 def _flush_prefix_cache(scheduler, spec: WorkerSpec) -> None:
@@ -313,6 +305,8 @@ def _disk_tier(spec: WorkerSpec, quantization):
     if not spec.prefix_cache_dir or spec.prefix_cache_disk_bytes <= 0:
         return None
     settings = {"kv_bits": spec.kv_bits, "kv_group_size": spec.kv_group_size, "kv_quantize_after": spec.kv_quantize_after}
+    if spec.kv_window:  # a windowed cache's entries are not the whole context's (named only when set: older entries stay valid)
+        settings["kv_window"] = spec.kv_window
     try:
         return DiskTier(Path(spec.prefix_cache_dir), fingerprint(Path(spec.model_path), settings),
                         budget_bytes=spec.prefix_cache_disk_bytes, quantization=quantization,

@@ -486,7 +486,8 @@ def _shard_spec(config) -> ShardSpec | None:
 
 
 def _kv_cache_spec(config) -> dict[str, int]:
-    return {"kv_bits": config.bits, "kv_group_size": config.group_size, "kv_quantize_after": config.quantize_after}
+    return {"kv_bits": config.bits, "kv_group_size": config.group_size, "kv_quantize_after": config.quantize_after,
+            "kv_window": config.window}
 
 
 def _load_tokenizer(path: Path):

@@ -158,24 +158,17 @@ def _with_seed(request: AddRequest) -> AddRequest:
 
 
 def _build_scheduler(spec: WorkerSpec, group):
-    from caches.quantized import KVQuantization
-    from engines.kv_quantization import plan_quantization
+    from engines.kv_quantization import checked_kv_settings
     from engines.scheduler import Scheduler
     from engines.shard.load import load_shard
 
     model = load_shard(Path(spec.model_path), spec.shard.mode, group)
-    quantization = None
-    if spec.kv_bits:
-        quantization = KVQuantization(spec.kv_bits, spec.kv_group_size, spec.kv_quantize_after)
-        try:
-            plan_quantization(model, quantization)
-        except ValueError as exc:
-            raise ValueError(f"models.{spec.model_id}.{exc}") from None
+    quantization = checked_kv_settings(model, spec)
     # No prefix cache: its byte budget and disk hits would differ between ranks holding
     # different layers, and one rank reusing a prefix another prefills splits the group.
     # A prefill share of 1 keeps the prefill budget off timings, which differ between ranks too.
     return Scheduler(model, max_concurrency=spec.max_concurrency, prefill_step=spec.prefill_step, max_context=spec.max_context,
-                     kv_quantization=quantization, prefill_share=1.0)
+                     kv_quantization=quantization, kv_window=spec.kv_window, prefill_share=1.0)
 
 
 def _exit_with_launcher() -> None:

@@ -54,7 +54,8 @@ def estimate_memory(model_dir: Path, config: ModelConfig, max_context: int) -> M
     model_json = json.loads((model_dir / "config.json").read_text())
     per_token = kv_bytes_per_token(model_json, config.kv_cache.bits, config.kv_cache.group_size,
                                    dtype_bytes=_dtype_bytes(model_json) or _stored_float_bytes(model_dir))
-    kv = config.max_concurrency * max_context * per_token
+    held = min(max_context, config.kv_cache.window) if config.kv_cache.window else max_context  # tokens a sequence's cache holds
+    kv = config.max_concurrency * held * per_token
     prefix = int(config.prefix_cache.memory_gb * GB) if config.prefix_cache.enabled else 0
     if config.shard.enabled:
         # Each rank holds its share of the weights and KV; only the ranks on this machine count

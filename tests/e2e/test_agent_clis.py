@@ -30,9 +30,9 @@ pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parents[2]
 BIN = Path(os.environ.get("RAPIDMLX_AGENT_CLIS", REPO / ".ci" / "agents" / "node_modules" / ".bin"))
 CLAUDE, CODEX = BIN / "claude", BIN / "codex"
-# Generous: a cold 73k-token Claude Code prompt prefills for about 5 minutes on an idle 2-core
-# machine (more when it is busy), and the CLI then asks the demo to continue a few times.
-TURN_TIMEOUT_S = 900
+# Generous: a cold 73k-token Claude Code prompt takes about 10 s on an idle 2-core machine with
+# the demo's 1024-token KV window (164 s to the first token without it), more when it is busy.
+TURN_TIMEOUT_S = 600
 # What the CLIs' model names look like: the demo answers to any name when served without a config.
 CLAUDE_MODEL, CODEX_MODEL = "claude-sonnet-4-5", "gpt-5-codex"
 
@@ -133,7 +133,7 @@ def _codex(home: Path):
     return run
 
 
-def _one_turn(run_cli, base_url: str, log_path: Path, name: str, *, must_finish: bool) -> None:
+def _one_turn(run_cli, base_url: str, log_path: Path, name: str) -> None:
     logged = len(log_path.read_text(errors="replace").splitlines())
     started = time.monotonic()
     try:
@@ -148,10 +148,10 @@ def _one_turn(run_cli, base_url: str, log_path: Path, name: str, *, must_finish:
     _report(f"{name}, one turn", elapsed, f"({outcome}; {len(requests)} requests; server: {'; '.join(turns) or 'no turn'})")
     # The server's side: every request the CLI sent was answered, and its turns ended.
     assert requests and all(line.rstrip().endswith(" 200") for line in requests), requests
-    assert turns and all("finish" in turn for turn in turns), turns
-    if must_finish:
-        assert done is not None and done.returncode == 0, f"{name} failed:\n{done and done.stdout}\n{done and done.stderr}"
-        assert done.stdout.strip(), f"{name} printed no answer:\n{done.stderr}"
+    assert turns and all("finish" in turn and "finish length" not in turn for turn in turns), turns  # ended by the model
+    # The CLI's side: it finished its turn and printed the answer.
+    assert done is not None and done.returncode == 0, f"{name} failed:\n{done and done.stdout}\n{done and done.stderr}"
+    assert done.stdout.strip(), f"{name} printed no answer:\n{done.stderr}"
 
 
 def _replay(base_url: str, path: str, body: dict) -> tuple[str, float]:
@@ -179,25 +179,19 @@ def _replay(base_url: str, path: str, body: dict) -> tuple[str, float]:
 
 
 # name, binary, how to run it, the model name it sends, how a replayed stream may end (Messages /
-# Responses). The server's contract: the message ends with a stop reason. A reply cut by the
-# demo's 512-token ceiling ends too; how often the demo ends its turn by itself on an agent's
-# prompt is the demo's own measure (printed here; engines/demo/README.md).
-# Whether the CLI must finish its turn: Claude Code's first prompt is ~73k demo tokens, on which
-# the demo runs to its 512-token ceiling; Claude Code then asks it to continue, and gives up
-# (issue 21's demo target, missed: docs/benchmarks.md). What is checked for it is the server's
-# side: each request it sent answered and ended.
+# Responses): by the model's own choice, a reply or a call, not cut by the demo's 512-token ceiling.
 AGENTS = {
-    "claude-code": (CLAUDE, _claude, CLAUDE_MODEL, {"end_turn", "tool_use", "max_tokens"}, False),
-    "codex": (CODEX, _codex, CODEX_MODEL, {"completed", "incomplete"}, True),
+    "claude-code": (CLAUDE, _claude, CLAUDE_MODEL, {"end_turn", "tool_use"}),
+    "codex": (CODEX, _codex, CODEX_MODEL, {"completed"}),
 }
 
 
 @pytest.mark.parametrize("agent", [pytest.param(name, marks=_needs(spec[0])) for name, spec in AGENTS.items()])
 def test_agent_cli_finishes_a_turn_and_its_requests_replay(demo, tmp_path, agent):
-    _, make_runner, model, clean_ends, must_finish = AGENTS[agent]
+    _, make_runner, model, clean_ends = AGENTS[agent]
     base_url, _, log_path = demo
     run = make_runner(tmp_path / "home")
-    _one_turn(run, base_url, log_path, agent, must_finish=must_finish)
+    _one_turn(run, base_url, log_path, agent)
     bodies = _recorded_bodies(run)
     assert bodies and all(body["model"] == model and body["tools"] for _, body in bodies)
     for path, body in bodies:

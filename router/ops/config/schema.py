@@ -172,14 +172,27 @@ class SamplingDefaults(_Frozen):
     """Output cap when a request sets none; always clamped to the context left."""
 
 
+MIN_KV_WINDOW = 64  # below this a window holds hardly a sentence
+
+
 class KVCacheConfig(_Frozen):
-    """`[models.<id>.kv_cache]`: KV quantization."""
+    """`[models.<id>.kv_cache]`: KV quantization, or a window bounding the cache."""
 
     bits: Annotated[int, one_of(0, 4, 8)] = 0
     """0 keeps the cache unquantized."""
     group_size: Annotated[int, one_of(32, 64, 128)] = 64
     quantize_after: Annotated[int, Field(ge=0)] = 0
     """Tokens kept in full precision before quantizing."""
+    window: Annotated[int, Field(ge=0)] = 0
+    """Attend to the latest this many tokens (a sliding window, mlx-lm's `max_kv_size`): memory and prefill stay linear in the prompt; 0 = the whole context."""
+
+    @model_validator(mode="after")
+    def _window_alone(self) -> KVCacheConfig:
+        if 0 < self.window < MIN_KV_WINDOW:
+            raise PydanticCustomError("config_rule", "window: at least {low} tokens (or 0: the whole context)", {"low": MIN_KV_WINDOW})
+        if self.window and self.bits:
+            raise PydanticCustomError("config_rule", "window and bits cannot be combined: mlx-lm cannot quantize a rotating (windowed) cache")
+        return self
 
 
 class PrefixCacheConfig(_Frozen):

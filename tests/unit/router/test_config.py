@@ -73,7 +73,7 @@ def test_minimal_file_gets_every_default_from_the_spec():
         frequency_penalty=0.0,
         max_tokens=4096,
     )
-    assert model.kv_cache == KVCacheConfig(bits=0, group_size=64, quantize_after=0)
+    assert model.kv_cache == KVCacheConfig(bits=0, group_size=64, quantize_after=0, window=0)
     assert model.prefix_cache == PrefixCacheConfig(enabled=True, memory_gb=2.0, dir="", persist=True)
 
 
@@ -202,6 +202,16 @@ FIELD_ERRORS = [
         "choice",
         MINIMAL + "[models.coder.kv_cache]\nbits = 3\n",
         "models.coder.kv_cache.bits: must be 0, 4 or 8 (got 3)",
+    ),
+    (
+        "window-small",
+        MINIMAL + "[models.coder.kv_cache]\nwindow = 32\n",
+        "models.coder.kv_cache: window: at least 64 tokens (or 0: the whole context)",
+    ),
+    (
+        "window-with-bits",
+        MINIMAL + "[models.coder.kv_cache]\nwindow = 1024\nbits = 4\n",
+        "models.coder.kv_cache: window and bits cannot be combined: mlx-lm cannot quantize a rotating (windowed) cache",
     ),
     (
         "required",
