@@ -80,7 +80,8 @@ async def worker_status(handle: ModelHandle) -> dict[str, Any]:
     except (TimeoutError, WorkerNotReadyError, WorkerDiedError) as exc:
         return {**status, "status_error": f"{type(exc).__name__}: {exc}"}
     status.update(running=reply.running, waiting=reply.waiting, prefix_cache=None,
-                  kv_cache={"bits": reply.kv_bits, "bytes": reply.kv_bytes, "quantized_bytes": reply.kv_quantized_bytes})
+                  kv_cache={"bits": reply.kv_bits, "window": handle.config.kv_cache.window, "bytes": reply.kv_bytes,
+                            "quantized_bytes": reply.kv_quantized_bytes})
     cache = reply.prefix_cache
     if cache is not None:
         status["prefix_cache"] = {

@@ -94,6 +94,16 @@ def test_a_quantized_kv_cache_lowers_the_estimate(tiny_models):
     assert quantized.kv_bytes < full.kv_bytes and quantized.weights_bytes == full.weights_bytes
 
 
+def test_a_kv_window_bounds_the_estimate_to_the_window(tiny_models):
+    checkpoint = tiny_models.path("qwen3")
+    full = estimate_memory(checkpoint, model_config(checkpoint), max_context=4096)
+    windowed = estimate_memory(checkpoint, model_config(checkpoint, "[models.m.kv_cache]\nwindow = 1024"), max_context=4096)
+    assert windowed.kv_bytes * 4 == full.kv_bytes
+    # A window longer than the context holds the context.
+    wide = estimate_memory(checkpoint, model_config(checkpoint, "[models.m.kv_cache]\nwindow = 8192"), max_context=4096)
+    assert wide.kv_bytes == full.kv_bytes
+
+
 def test_a_disabled_prefix_cache_counts_nothing(tiny_models):
     checkpoint = tiny_models.path("qwen3")
     config = model_config(checkpoint, "[models.m.prefix_cache]\nenabled = false\nmemory_gb = 3")
