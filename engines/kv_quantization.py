@@ -1,9 +1,11 @@
 """Checking a model against its ``[models.<id>.kv_cache]`` settings when the worker loads it.
 
 ``window`` bounds every layer's cache to the latest that many tokens (mlx-lm's ``max_kv_size``;
-its batched ``BatchRotatingKVCache`` is a plain sliding window, keeping no first tokens); mlx-lm ignores it for a model that
-makes its own caches (sliding-window or linear-attention layers), so such a model fails to
-load with it rather than silently keep its whole context. Quantization applies to the plain attention layers (``KVCache``); the others stay as they
+its batched ``BatchRotatingKVCache`` is a plain sliding window, keeping no first tokens).
+mlx-lm ignores it for a model that makes its own caches (sliding-window or linear-attention
+layers), so such a model fails to load with it rather than silently keep its whole context.
+
+Quantization applies to the plain attention layers (``KVCache``); the others stay as they
 are and are reported: a sliding window is bounded by its window already and mlx-lm cannot
 quantize it, and linear-attention or SSM state is not a KV cache. A model the settings cannot
 apply to at all (no plain attention layer, or a head dimension the group size does not

@@ -232,6 +232,25 @@ def generate(model_dir: Path, cases: list[dict[str, Any]], max_tokens: int = MAX
     return [(text, len(ids) < max_tokens) for text, ids in zip(out.texts, out.token_ids)]
 
 
+def copy_report(model_dir: Path, *, per_source: int = 20, seed: int = EVAL_SEED) -> dict[str, float]:
+    """The share of weather requests whose call names the requested city exactly, by where the
+    city comes from: the training list, fresh draws of the invented-name generator training used
+    (``corpus.ArgumentSource.invented_name``, another seed's), and the held-out list. It tells
+    copying apart from recall: a model that copies does as well on the last two as on the first."""
+    rng = random.Random(seed + 2)
+    args = corpus.ArgumentSource(random.Random(seed + 3), invented=1.0)
+    sources = {"train": list(lx.TRAIN_CITIES[:per_source]), "invented": [args.invented_name() for _ in range(per_source)],
+               "heldout": list(lx.HELDOUT_CITIES[:per_source])}
+    cases = [_tool_case(rng, args, "weather", source, value=city) for source, cities in sources.items() for city in cities]
+    outputs = generate(Path(model_dir), cases, max_tokens=48)
+    copied: dict[str, list[bool]] = defaultdict(list)
+    for case, (text, _) in zip(cases, outputs):
+        calls = parse_reply(text)["calls"]
+        arguments = calls[0].get("arguments") if calls and isinstance(calls[0], dict) else None
+        copied[case["split"]].append(isinstance(arguments, dict) and arguments.get("city") == case["expect"]["arguments"]["city"])
+    return {source: round(sum(hits) / len(hits), 4) for source, hits in copied.items()}
+
+
 def summarize(cases: list[dict[str, Any]], results: list[dict[str, bool]]) -> dict[str, Any]:
     """Rates per (kind, split) group and the headline numbers."""
     groups: dict[str, dict[str, list[bool]]] = defaultdict(lambda: defaultdict(list))
