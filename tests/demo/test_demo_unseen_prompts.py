@@ -34,12 +34,13 @@ def _training_user_texts() -> set[str]:
     superset), and of the tokenizer's corpus."""
     recipe = build.Recipe()
     texts: set[str] = set()
-    streams = ((0, recipe.invented, 0.0), (build.RESTART_STREAM_OFFSET, recipe.restart_invented, 0.0),
-               (build.POLISH_STREAM_OFFSET, recipe.restart_invented, recipe.polish_beyond))
-    for stream_seed, invented, beyond in streams:
+    streams = ((0, recipe.invented, 0.0, recipe.drill_fraction),
+               (build.RESTART_STREAM_OFFSET, recipe.restart_invented, 0.0, recipe.drill_fraction),
+               (build.POLISH_STREAM_OFFSET, recipe.polish_invented, recipe.polish_beyond, recipe.polish_drill_fraction))
+    for stream_seed, invented, beyond, drills in streams:
         for k in range(STREAM_CHUNKS):
             convs = corpus.conversations(stream_seed * 1_000_003 + k, CHUNK, long_fraction=recipe.long_fraction,
-                                         drill_fraction=recipe.drill_fraction, invented=invented, beyond=beyond)
+                                         drill_fraction=drills, invented=invented, beyond=beyond)
             texts |= {_normal(m["content"]) for c in convs for m in c.messages if m["role"] == "user"}
     texts |= {_normal(m["content"]) for c in corpus.conversations(7919, 3000) for m in c.messages if m["role"] == "user"}
     return texts
