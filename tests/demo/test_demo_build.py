@@ -233,17 +233,21 @@ def test_pointer_copies_a_new_argument_before_any_training(tokenizer_dir):
     assert predicted == tok.encode("Reykjavik", add_special_tokens=False).ids[0]
 
 
-def test_restart_stage_continues_stage_one_without_changing_it(tokenizer_dir):
-    """Stage two (``Recipe.restart_steps``) picks up stage one's weights; adding it leaves
-    stage one's steps as they were (so the shipped stage one is what a rebuild trains first)."""
+def test_later_stages_continue_the_earlier_ones_without_changing_them(tokenizer_dir):
+    """Stages two to four (``Recipe.restart_steps``, ``copy_steps``, ``polish_steps``) each pick
+    up the weights before them; adding a stage leaves the earlier stages' steps as they were (so
+    the shipped stages one and two are what a rebuild trains first)."""
     mx.set_default_device(mx.cpu)
     config = build.model_config(Tokenizer.from_file(str(tokenizer_dir / "tokenizer.json")).get_vocab_size())
-    short = build.Recipe(steps=2, rows=2, length=256, restart_steps=0)
-    one, one_losses = build.train_model(tokenizer_dir, config, seed=0, recipe=short)
-    two, two_losses = build.train_model(tokenizer_dir, config, seed=0,
-                                        recipe=build.Recipe(steps=2, rows=2, length=256, restart_steps=2))
-    assert len(one_losses) == 2 and len(two_losses) == 4
-    assert two_losses[:2] == one_losses  # stage one is unchanged by what follows it
+    stages = ("restart_steps", "copy_steps", "polish_steps")
+    runs = []
+    for kept in range(len(stages) + 1):  # stage one alone, then one more stage each time
+        recipe = build.Recipe(steps=2, rows=2, length=256, **{name: 2 if i < kept else 0 for i, name in enumerate(stages)})
+        runs.append(build.train_model(tokenizer_dir, config, seed=0, recipe=recipe))
+    for (shorter, short_losses), (longer, long_losses) in zip(runs, runs[1:]):
+        assert len(long_losses) == len(short_losses) + 2
+        assert long_losses[:len(short_losses)] == short_losses  # the earlier stages are unchanged by what follows
+    one, two = runs[0][0], runs[1][0]
     moved = [not mx.array_equal(a, b).item() for (_, a), (_, b) in
              zip(tree_flatten(one.parameters()), tree_flatten(two.parameters()))]
     assert any(moved)
