@@ -21,7 +21,7 @@ ADMIN_KEY_ENV = "RAPIDMLX_ADMIN_KEY"  # the key `status` and `reload` send, when
 # Its replies are short; the ceiling keeps a reply that loops from holding a slot for long.
 # It was trained on conversations of at most 512 tokens, so it attends to the latest 1024: an
 # agent's 20-70k-token prompt then prefills in linear time (Claude Code's first request, 73k
-# tokens: 164 s to the first token with the whole context, 14 s with the window, on 2 cores)
+# tokens: 164 s to the first token with the whole context, 8.9 s with the window, on 2 cores)
 # and ends in a brief reply instead of running on (engines/demo/README.md).
 DEMO_MODEL_OPTIONS = {"sampling": {"temperature": 0.0}, "chat_template_kwargs": {"enable_thinking": False},
                       "max_output_tokens": 512, "kv_cache": {"window": 1024}}
