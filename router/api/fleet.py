@@ -17,6 +17,7 @@ from litestar import Request, Response
 from litestar.response import Stream
 from litestar.types import Message, Scope
 
+from router.admission import admit
 from router.errors import ModelNotFoundError, PermissionDeniedError
 from router.ops.auth.guard import current_key
 from router.ops.auth.keys import may_use
@@ -81,6 +82,10 @@ async def route_to_fleet(request: Request, raw: bytes, pool: ModelPool, upstream
             state["served_by"] = f"upstream:{upstream.model_id}"
             metrics.spillover.labels(target.model_id, upstream.model_id, spill.reason).inc()
             return reply
+    if target.config.spillover and api.generates:
+        # Take the places in the step that decided local (no await since the room was seen): the
+        # endpoint's admit then takes nothing more, and a burst cannot all see one room and get 429.
+        admit(target, _generations(body))
     state["served_by"] = "local"
     return None
 
