@@ -165,6 +165,10 @@ def build_parser() -> argparse.ArgumentParser:
     hop.add_argument("--pairs", type=int, default=200)
     hop.add_argument("--front-pid", type=int, help="the front's pid (Linux): also report its CPU time per proxied request")
     hop.add_argument("--out", type=Path)
+    canned = workloads.add_parser(
+        "canned-upstream", help="an upstream that answers every streamed chat request at once: bench hop's front alone")
+    canned.add_argument("--host", default="127.0.0.1")
+    canned.add_argument("--port", type=int, default=8301)
     make = workloads.add_parser("make-model", help="write a deterministic random-weight checkpoint both servers load offline")
     make.add_argument("--arch", choices=("qwen3", "llama", "qwen3_next"), default="qwen3")
     make.add_argument("--size", choices=("tiny", "small", "medium"), default="small")
@@ -178,6 +182,14 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.workload == "make-model":
         return _make_model(args)
+    if args.workload == "canned-upstream":
+        from router.bench.canned_upstream import serve_canned_upstream
+
+        try:
+            asyncio.run(serve_canned_upstream(args.host, args.port))
+        except KeyboardInterrupt:
+            pass  # Ctrl-C is how it is meant to stop
+        return 0
     out_dir = args.out or Path("bench-results") / f"{args.workload}-{datetime.now(UTC):%Y%m%dT%H%M%SZ}"
     if args.workload == "parsers":
         return _parsers(args, out_dir)
