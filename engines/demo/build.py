@@ -5,7 +5,7 @@
 Steps, all seeded: render synthetic conversations (``corpus.py``) with the shipped chat
 template, train a byte-level BPE on them (``tiny.write_tokenizer``), initialise a small
 Qwen3 model and train it on the CPU (``train.py``) with the loss on assistant turns only,
-in three stages (warm restarts on fresh conversations follow the first), save it in
+in four stages (warm restarts on fresh conversations follow the first), save it in
 mlx-lm's format, quantize a 4-bit copy, and measure it (``evaluate.py``).
 """
 
@@ -86,10 +86,11 @@ class Recipe:
     # exchanges are greetings in many phrasings and requests beyond the demo answered with
     # what it can do (corpus.chat_exchange's ``beyond``), and each turn's <|im_end|> weighs
     # more. Taught after the copying: before it, these exchanges cost the calls with values it
-    # had not seen (it could not tell them from a request beyond it; second round).
-    polish_steps: int = 300
+    # had not seen (it could not tell them from a request beyond it; second round). 800 steps,
+    # not 300, bring the calls with seen values back and help the rest (fourth round).
+    polish_steps: int = 800
     polish_learning_rate: float = 5e-4
-    polish_beyond: float = 0.25
+    polish_beyond: float = 0.3
     polish_end_weight: float = 4.0
     polish_invented: float = 0.8
     polish_drill_fraction: float = 0.08

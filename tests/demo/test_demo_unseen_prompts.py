@@ -75,8 +75,8 @@ def unseen() -> dict:
     return evaluate.unseen_report(build.ARTIFACT_DIR)
 
 
-# Issue 21's targets, missed by the shipped artifact: it ends 0.90 of these turns briefly and
-# loops on 0.043 (engines/demo/README.md; before its stages three and four, 0.63 and 0.18).
+# Issue 21's targets, missed by the shipped artifact: it ends 0.94 of these turns briefly and
+# loops on 0.024 (engines/demo/README.md; before its stages three and four, 0.63 and 0.18).
 # Strict, so reaching a target fails here until its marker goes.
 MISSED = pytest.mark.xfail(strict=True, reason="issue 21 target missed by the shipped artifact (see README)")
 
@@ -96,10 +96,10 @@ def test_unseen_prompts_rarely_loop(unseen):
 
 
 def test_unseen_prompt_rates_hold_at_least_what_the_shipped_artifact_measured(unseen):
-    # Measured 0.90 ending briefly, 0.043 looping (greedy, CPU, 2026-12-02); greetings 0.96,
-    # questions 0.86, code 0.93, other languages 0.70, the rest 1.0.
-    assert unseen["all"]["ends_briefly"] >= 0.85
-    assert unseen["all"]["loops"] <= 0.07
+    # Measured 0.94 ending briefly, 0.024 looping (greedy, CPU, 2026-12-02); greetings 0.98,
+    # questions 0.92, code 0.90, other languages 0.93, the rest 0.95.
+    assert unseen["all"]["ends_briefly"] >= 0.9
+    assert unseen["all"]["loops"] <= 0.04
     assert unseen["groups"]["unseen_greeting"]["ends_briefly"] >= 0.9
 
 
