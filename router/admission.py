@@ -31,7 +31,6 @@ if TYPE_CHECKING:
     from router.pool import ModelHandle
 
 
-
 @dataclass
 class _Admissions:
     """What the current HTTP request took: what gives it back, and its places per model."""

@@ -13,6 +13,7 @@ one through, so ``upstream_transport`` builds its connection pool with the same 
 
 from __future__ import annotations
 
+import logging
 import ssl
 from collections.abc import Iterable
 from typing import Any
@@ -21,6 +22,8 @@ import httpcore
 import httpx
 
 __all__ = ["CoalescingBackend", "CoalescingStream", "upstream_transport"]
+
+logger = logging.getLogger(__name__)
 
 # Held bytes past this go out at once: a large body streams in pieces rather than all at the end.
 FLUSH_AT_BYTES = 64 * 1024
@@ -45,7 +48,12 @@ class CoalescingStream(httpcore.AsyncNetworkStream):
             await self._flush()
 
     async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
-        await self._flush()
+        try:
+            await self._flush()
+        except httpcore.WriteError:
+            # httpcore does the same with its own writes: a server may answer early and close (a
+            # 413 for a body it will not read), and the read then says what happened.
+            logger.debug("upstream write failed; reading its answer", exc_info=True)
         return await self._inner.read(max_bytes, timeout)
 
     async def aclose(self) -> None:
