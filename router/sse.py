@@ -11,9 +11,6 @@ from collections.abc import AsyncIterator, Callable
 
 import msgspec
 from litestar.response import Stream
-from litestar.response.base import ASGIResponse
-from litestar.response.streaming import ASGIStreamingResponse
-from litestar.types import Receive, Send
 
 from router.errors import RouterError, as_router_error
 
@@ -57,30 +54,7 @@ DONE_FRAME = b"data: [DONE]\n\n"
 
 def sse_response(frames: AsyncIterator[bytes], error_frame: Callable[[RouterError], bytes]) -> Stream:
     """Stream ``frames``; an exception among them ends the stream with ``error_frame(error)``."""
-    return _EventStream(_ended_by_an_event(frames, error_frame), media_type="text/event-stream", headers=SSE_HEADERS)
-
-
-class _EventStream(Stream):
-    """Litestar's ``Stream``, sent without a disconnect listener of its own.
-
-    Litestar runs every stream in an AnyIO task group beside a task that waits for
-    ``http.disconnect``: a task, a task group and a cancel scope per response, on the path to the
-    first frame. ``CancelOnDisconnect`` (router/http/disconnect.py), around every request, already
-    waits for the disconnect and cancels the request's task, the stream with it (its frames'
-    ``aclosing`` then aborts the generation or closes the upstream response).
-    """
-
-    def to_asgi_response(self, *args, **kwargs) -> ASGIResponse:  # type: ignore[no-untyped-def]
-        response = super().to_asgi_response(*args, **kwargs)
-        response.__class__ = _UnwatchedStreamingResponse  # the same slots; only send_body differs
-        return response
-
-
-class _UnwatchedStreamingResponse(ASGIStreamingResponse):
-    __slots__ = ()
-
-    async def send_body(self, send: Send, receive: Receive) -> None:
-        await self._stream(send)
+    return Stream(_ended_by_an_event(frames, error_frame), media_type="text/event-stream", headers=SSE_HEADERS)
 
 
 async def _ended_by_an_event(frames: AsyncIterator[bytes], error_frame: Callable[[RouterError], bytes]) -> AsyncIterator[bytes]:

@@ -1,13 +1,13 @@
 """A client that goes away cancels its request, so its generation is aborted in the worker.
 
-A non-streaming handler awaits the whole generation and nothing else listens: a client that
-gives up after 30 s would leave its request generating to ``max_tokens``, holding a batch slot
-and a queue place for others. Once the request body has been read, this middleware listens for
-the disconnect itself and cancels the handler; cancelling closes the worker stream, whose
-cleanup sends the abort (engines/client.py). Server-sent event streams rely on it too: they are
-sent without Litestar's own per-stream listener (router/sse.py), and the cancel ends them the
-same way. The app's own later ``receive`` calls (a Litestar ``Stream``'s listener) get the same
-disconnect from here, so only one reader ever waits on the server's ``receive``.
+A streaming response already stops when its client leaves (Litestar's ``Stream`` listens for
+``http.disconnect``). A non-streaming handler awaits the whole generation and nothing listens:
+a client that gives up after 30 s would leave its request generating to ``max_tokens``, holding
+a batch slot and a queue place for others. Once the request body has been read, this middleware
+listens for the disconnect itself and cancels the handler; cancelling closes the worker stream,
+whose cleanup sends the abort (engines/client.py). The app's own later ``receive`` calls (a
+streaming response's listener) get the same disconnect from here, so only one reader ever waits
+on the server's ``receive``.
 """
 
 from __future__ import annotations
