@@ -61,10 +61,8 @@ async def _serve_connection(reader: asyncio.StreamReader, writer: asyncio.Stream
         writer.close()
 
 
-async def serve_canned_upstream(host: str, port: int, *, started: asyncio.Event | None = None) -> None:
-    """Serve until cancelled; ``started`` is set once the port listens."""
+async def serve_canned_upstream(host: str, port: int) -> None:
+    """Serve until cancelled."""
     server = await asyncio.start_server(_serve_connection, host, port)
     async with server:
-        if started is not None:
-            started.set()
         await server.serve_forever()
