@@ -68,17 +68,33 @@ def make_sampler(params: SamplingParams, vocab_size: int) -> Sampler:
     return sample
 
 
-def make_processors(params: SamplingParams) -> list[LogitsProcessor]:
-    """Penalties and logit bias; an empty list keeps the request on the fast path."""
-    return make_logits_processors(
+def make_processors(params: SamplingParams, prompt_tokens: int) -> list[LogitsProcessor]:
+    """Penalties and logit bias; an empty list keeps the request on the fast path.
+
+    A processor is handed the sequence so far, prompt first. ``presence_penalty`` and
+    ``frequency_penalty`` count only the tokens sampled after the ``prompt_tokens``, as OpenAI
+    defines them and vLLM applies them: an agent's reply must be free to repeat the names in
+    its prompt. ``repetition_penalty`` sees the prompt too, as in vLLM and Hugging Face.
+    """
+    processors = make_logits_processors(
         logit_bias=params.logit_bias or None,
         repetition_penalty=params.repetition_penalty if params.repetition_penalty != 1.0 else None,
         repetition_context_size=PENALTY_CONTEXT_TOKENS,
+    )
+    output_penalties = make_logits_processors(
         presence_penalty=params.presence_penalty or None,
         presence_context_size=PENALTY_CONTEXT_TOKENS,
         frequency_penalty=params.frequency_penalty or None,
         frequency_context_size=PENALTY_CONTEXT_TOKENS,
     )
+    return processors + [_after_prompt(penalty, prompt_tokens) for penalty in output_penalties]
+
+
+def _after_prompt(processor: LogitsProcessor, prompt_tokens: int) -> LogitsProcessor:
+    def process(tokens: mx.array, logits: mx.array) -> mx.array:
+        return processor(tokens[prompt_tokens:], logits)
+
+    return process
 
 
 class RowGuard:

@@ -395,7 +395,7 @@ class Scheduler:
         end = len(prompt) - 1
         cuts = sorted(set(points) | self._precision_cut(start, len(prompt)) | {end}) if start < end else []
         try:
-            processors = make_processors(request.sampling)
+            processors = make_processors(request.sampling, len(prompt))
             sampler = make_sampler(request.sampling, self.vocab_size)
             matcher = self._matchers.pop(request.request_id, None)
             if matcher is not None:  # after bias and penalties: nothing may re-allow a masked token

@@ -139,3 +139,25 @@ def test_logprobs_read_for_the_batch_at_once_equal_each_row_computed_alone(model
         assert entry.token_id == token and entry.logprob == row[token].item()
         assert [alternative.logprob for alternative in entry.top] == alone
         assert all(row[alternative.token_id].item() == alternative.logprob for alternative in entry.top)
+
+
+def test_presence_and_frequency_penalties_count_the_output_not_the_prompt(model):
+    """OpenAI's penalties count tokens sampled so far: a prompt's own tokens are not penalized.
+
+    The prompt is one that contains its own greedy first token, so a penalty over the prompt
+    would change that token; over the output alone it cannot (nothing is sampled yet).
+    """
+    greedy = {}
+    for i in range(20, 34):
+        first = run_to_completion(new_scheduler(model), [AddRequest("p", prompt(i), 1, GREEDY, [2])])["p"][0][0]
+        if first in prompt(i):
+            break
+    else:
+        pytest.fail("no probe prompt contains its own greedy first token")
+    plain = run_to_completion(new_scheduler(model), [AddRequest("plain", prompt(i), 48, GREEDY, [2])])["plain"][0]
+    assert len(set(plain)) < len(plain), "the probe's greedy reply repeats a token, so a penalty has work to do"
+    for field in ("presence_penalty", "frequency_penalty"):
+        params = SamplingParams(temperature=0.0, logit_bias={2: -100.0}, **{field: 2.0})
+        penalized = run_to_completion(new_scheduler(model), [AddRequest("x", prompt(i), 48, params, [2])])["x"][0]
+        assert penalized[0] == plain[0], field  # the prompt did not count
+        assert penalized != plain, field  # the output did
