@@ -4,15 +4,18 @@ Against a real rapid-mlx upstream on one small machine, a front's relay competes
 the upstream's router and worker, which are busy with the same request; the hop it measures is the
 proxy's work plus that wait. This server answers every streamed chat request with the same three
 frames as soon as the request is in (and ``GET /v1/models`` for health checks), on plain asyncio
-with no framework, so what a front adds over it is the front's own cost.
+with no framework, so what a front adds over it is the front's own cost. ``gap_ms`` puts a wait
+between the role frame and the token, as a model's prefill does: the front then relays the two
+frames in separate turns, the shape of a real stream, instead of often reading both at once.
 
-    rapid-mlx bench canned-upstream --port 8301
+    rapid-mlx bench canned-upstream --port 8301 [--gap-ms 15]
     rapid-mlx bench hop --direct http://127.0.0.1:8301 --front http://127.0.0.1:8300 --model coder
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 
 __all__ = ["CANNED_MODEL", "serve_canned_upstream"]
@@ -37,7 +40,7 @@ def _chunk(data: bytes) -> bytes:
     return b"%x\r\n%s\r\n" % (len(data), data)
 
 
-async def _serve_connection(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+async def _serve_connection(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, gap_s: float) -> None:
     try:
         while True:
             head = await reader.readuntil(b"\r\n\r\n")
@@ -53,6 +56,8 @@ async def _serve_connection(reader: asyncio.StreamReader, writer: asyncio.Stream
                 writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
                              + _chunk(_FIRST))
                 await writer.drain()
+                if gap_s:
+                    await asyncio.sleep(gap_s)
                 writer.write(_chunk(_REST) + b"0\r\n\r\n")
             await writer.drain()
     except (asyncio.IncompleteReadError, ConnectionError):
@@ -61,8 +66,8 @@ async def _serve_connection(reader: asyncio.StreamReader, writer: asyncio.Stream
         writer.close()
 
 
-async def serve_canned_upstream(host: str, port: int) -> None:
+async def serve_canned_upstream(host: str, port: int, *, gap_ms: float = 0.0) -> None:
     """Serve until cancelled."""
-    server = await asyncio.start_server(_serve_connection, host, port)
+    server = await asyncio.start_server(functools.partial(_serve_connection, gap_s=gap_ms / 1000), host, port)
     async with server:
         await server.serve_forever()

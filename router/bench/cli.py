@@ -169,6 +169,8 @@ def build_parser() -> argparse.ArgumentParser:
         "canned-upstream", help="an upstream that answers every streamed chat request at once: bench hop's front alone")
     canned.add_argument("--host", default="127.0.0.1")
     canned.add_argument("--port", type=int, default=8301)
+    canned.add_argument("--gap-ms", type=float, default=0.0,
+                        help="wait between the role frame and the token, as a model's prefill does (default 0)")
     make = workloads.add_parser("make-model", help="write a deterministic random-weight checkpoint both servers load offline")
     make.add_argument("--arch", choices=("qwen3", "llama", "qwen3_next"), default="qwen3")
     make.add_argument("--size", choices=("tiny", "small", "medium"), default="small")
@@ -186,7 +188,7 @@ def main(argv: list[str] | None = None) -> int:
         from router.bench.canned_upstream import serve_canned_upstream
 
         try:
-            asyncio.run(serve_canned_upstream(args.host, args.port))
+            asyncio.run(serve_canned_upstream(args.host, args.port, gap_ms=args.gap_ms))
         except KeyboardInterrupt:
             pass  # Ctrl-C is how it is meant to stop
         return 0

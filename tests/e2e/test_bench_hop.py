@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+import time
 
 import httpx
 import pytest
@@ -18,10 +19,9 @@ from router.bench.targets import free_port
 from tests.support.server import wait_for
 
 
-@pytest.fixture(scope="module")
-def canned():
+def _start_canned(*extra: str):
     port = free_port()
-    process = subprocess.Popen([sys.executable, "-m", "router.cli", "bench", "canned-upstream", "--port", str(port)])
+    process = subprocess.Popen([sys.executable, "-m", "router.cli", "bench", "canned-upstream", "--port", str(port), *extra])
     url = f"http://127.0.0.1:{port}"
 
     def listening() -> bool:
@@ -31,9 +31,31 @@ def canned():
             return False
 
     wait_for(listening, 30, "the canned upstream to listen")
+    return process, url
+
+
+@pytest.fixture(scope="module")
+def canned():
+    process, url = _start_canned()
     yield url
     process.terminate()
     process.wait(10)
+
+
+def test_the_canned_upstream_waits_gap_ms_between_the_role_frame_and_the_token():
+    process, url = _start_canned("--gap-ms", "300")
+    try:
+        body = {"model": "coder", "stream": True, "messages": [{"role": "user", "content": "hi"}]}
+        arrivals = []
+        with httpx.stream("POST", url + "/v1/chat/completions", json=body, timeout=10) as response:
+            for line in response.iter_lines():
+                if line.startswith("data: "):
+                    arrivals.append((time.perf_counter(), line))
+    finally:
+        process.terminate()
+        process.wait(10)
+    assert '"role": "assistant"' in arrivals[0][1] and '"content": "hi"' in arrivals[1][1]
+    assert arrivals[1][0] - arrivals[0][0] >= 0.25  # the token waited the gap (a lower bound only)
 
 
 def test_the_canned_upstream_streams_a_chat_reply_an_sdk_reads(canned):
