@@ -1,10 +1,10 @@
 """``bench canned-upstream``: an upstream that answers at once, so ``bench hop`` measures the front alone.
 
-Against a real rapid-mlx upstream on one small machine, a front's relay competes for the cores with
-the upstream's router and worker, which are busy with the same request; the hop it measures is the
-proxy's work plus that wait. This server answers every streamed chat request with the same three
-frames as soon as the request is in (and ``GET /v1/models`` for health checks), on plain asyncio
-with no framework, so what a front adds over it is the front's own cost. ``gap_ms`` puts a wait
+Against a real rapid-mlx upstream on one small machine, the hop ``bench hop`` measures mixes the
+proxy's work with whatever the upstream's router and worker do on the same cores. This server
+answers every streamed chat request with the same three frames as soon as the request is in (and
+``GET /v1/models`` for health checks), on plain asyncio with no framework, so what a front adds
+over it is the front's own cost. ``gap_ms`` puts a wait
 between the role frame and the token, as a model's prefill does: the front then relays the two
 frames in separate turns, the shape of a real stream, instead of often reading both at once.
 

@@ -166,7 +166,7 @@ def build_parser() -> argparse.ArgumentParser:
     hop.add_argument("--front-pid", type=int, help="the front's pid (Linux): also report its CPU time per proxied request")
     hop.add_argument("--out", type=Path)
     canned = workloads.add_parser(
-        "canned-upstream", help="an upstream that answers every streamed chat request at once: bench hop's front alone")
+        "canned-upstream", help="an upstream that answers every streamed chat request at once (or after --gap-ms): bench hop's front alone")
     canned.add_argument("--host", default="127.0.0.1")
     canned.add_argument("--port", type=int, default=8301)
     canned.add_argument("--gap-ms", type=float, default=0.0,

@@ -147,7 +147,6 @@ def test_presence_and_frequency_penalties_count_the_output_not_the_prompt(model)
     The prompt is one that contains its own greedy first token, so a penalty over the prompt
     would change that token; over the output alone it cannot (nothing is sampled yet).
     """
-    greedy = {}
     for i in range(20, 34):
         first = run_to_completion(new_scheduler(model), [AddRequest("p", prompt(i), 1, GREEDY, [2])])["p"][0][0]
         if first in prompt(i):
