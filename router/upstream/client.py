@@ -20,6 +20,7 @@ import httpx
 from router.ops.config import ServerConfig, UpstreamModelConfig, is_off_fleet
 from router.ops.metrics.families import Metrics
 from router.upstream.health import Health, UpstreamState
+from router.upstream.held_writes import held_writes_transport
 
 __all__ = ["CHECK_TIMEOUT_S", "Upstream"]
 
@@ -47,9 +48,9 @@ class Upstream:
         timeout = httpx.Timeout(config.timeout_s, connect=min(CONNECT_TIMEOUT_S, config.timeout_s))
         limits = httpx.Limits(max_connections=config.max_concurrency + 1, max_keepalive_connections=config.max_concurrency)
         # Environment proxies only for hosts off the fleet: fleet traffic goes straight to the machine named.
-        # TCP_NODELAY: a request goes out as headers then body; with Nagle's algorithm the body waits
-        # for the upstream's (delayed, up to 40 ms) ACK of the headers, on every request.
-        transport = httpx.AsyncHTTPTransport(limits=limits, socket_options=[(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)])
+        # One write per request (held_writes.py), and TCP_NODELAY: a request longer than a segment
+        # ends in a short one, which Nagle's algorithm holds for the upstream's (delayed, up to 40 ms) ACK.
+        transport = held_writes_transport(limits=limits, socket_options=[(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)])
         self.client = httpx.AsyncClient(timeout=timeout, transport=transport, trust_env=self.off_fleet)
         self._recheck = asyncio.Event()
         self._health_task: asyncio.Task | None = None
