@@ -52,3 +52,25 @@ def test_a_streaming_client_that_leaves_during_prefill_frees_its_place(server):
         # Closed while it prefills: its place comes back within a prefill chunk, not after the prompt.
         wait_for(lambda: status(server).get("running") == 0, timeout_s=20, what="the abandoned prefill aborted")
         assert short(http) == 200
+
+
+@pytest.mark.parametrize("path, body", [
+    ("/v1/chat/completions", {"messages": [{"role": "user", "content": "count"}], "stream": True}),
+    ("/v1/messages", {"messages": [{"role": "user", "content": "count"}], "stream": True}),
+    ("/v1/responses", {"input": "count", "stream": True}),
+], ids=["chat", "messages", "responses"])
+def test_a_streaming_client_that_leaves_mid_answer_frees_its_place(server, path, body):
+    """The SSE responses have no disconnect listener of their own: CancelOnDisconnect ends them."""
+    body = {**body, "model": "one", "max_tokens": 16_000, "logit_bias": EOS_BLOCK}
+    if path == "/v1/responses":
+        body["max_output_tokens"] = body.pop("max_tokens")
+    with httpx.Client(base_url=server.base_url, timeout=60) as http:
+        with http.stream("POST", path, json=body) as response:
+            assert response.status_code == 200, response.read()
+            frames = 0
+            for line in response.iter_lines():
+                frames += line.startswith("data:")
+                if frames >= 8:
+                    break  # well into the answer: tokens are streaming
+        wait_for(lambda: status(server).get("running") == 0, timeout_s=20, what="the abandoned stream aborted")
+        assert short(http) == 200
