@@ -1,13 +1,13 @@
 """A client that goes away cancels its request, so its generation is aborted in the worker.
 
-Nothing else listens: a handler awaits the whole generation, and the SSE responses
-(router/sse.py) leave out Litestar's own disconnect listener, so a client that gives up after
-30 s would leave its request generating to ``max_tokens``, holding a batch slot and a queue
-place for others. Once the request body has been read, this middleware listens for the
-disconnect and cancels the request's task, streaming or not; cancelling closes the worker
-stream, whose cleanup sends the abort (engines/client.py). The app's own later ``receive``
-calls get the same disconnect from here, so only one reader ever waits on the server's
-``receive``.
+This middleware is the one place that notices: a non-streaming handler awaits the whole
+generation, and the SSE responses (router/sse.py) leave out Litestar's own disconnect listener.
+Without it, a client that gives up after 30 s would leave its request generating to
+``max_tokens``, holding a batch slot and a queue place for others. Once the request body has been
+read, it listens for the disconnect and cancels the request's task, streaming or not; cancelling
+closes the worker stream, whose cleanup sends the abort (engines/client.py). The app's own later
+``receive`` calls get the same disconnect from here, so only one reader ever waits on the
+server's ``receive``.
 """
 
 from __future__ import annotations
