@@ -1,4 +1,4 @@
-"""A client that goes away frees its place at once: non-streaming, and streaming during a long prefill.
+"""A client that goes away frees its place at once: non-streaming, streaming during a long prefill, and mid-answer.
 
 The model has one place (max_concurrency 1, no queue), so a second request answers 200 only
 once the first one's place came back; while it is held, the second gets 429. The first request
@@ -56,9 +56,10 @@ def test_a_streaming_client_that_leaves_during_prefill_frees_its_place(server):
 
 @pytest.mark.parametrize("path, body", [
     ("/v1/chat/completions", {"messages": [{"role": "user", "content": "count"}], "stream": True}),
+    ("/v1/completions", {"prompt": "count", "stream": True}),
     ("/v1/messages", {"messages": [{"role": "user", "content": "count"}], "stream": True}),
     ("/v1/responses", {"input": "count", "stream": True}),
-], ids=["chat", "messages", "responses"])
+], ids=["chat", "completions", "messages", "responses"])
 def test_a_streaming_client_that_leaves_mid_answer_frees_its_place(server, path, body):
     """The SSE responses have no disconnect listener of their own: CancelOnDisconnect ends them."""
     body = {**body, "model": "one", "max_tokens": 16_000, "logit_bias": EOS_BLOCK}
