@@ -25,7 +25,7 @@ class CountingBackend(httpcore.AsyncNetworkBackend):
         return _CountingStream(await self._backend.connect_tcp(host, port, timeout, local_address, socket_options), self.writes)
 
     async def connect_unix_socket(self, path, timeout=None, socket_options=None):
-        raise NotImplementedError("TCP only in these tests")
+        return _CountingStream(await self._backend.connect_unix_socket(path, timeout, socket_options), self.writes)
 
     async def sleep(self, seconds: float) -> None:
         await self._backend.sleep(seconds)
@@ -54,9 +54,13 @@ async def _echo_server() -> tuple[asyncio.Server, int, list[bytes]]:
     bodies: list[bytes] = []
 
     async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        while head := await reader.readuntil(b"\r\n\r\n") if not reader.at_eof() else b"":
-            headers = dict(line.split(": ", 1) for line in head.decode().split("\r\n")[1:] if ": " in line)
-            headers = {name.lower(): value for name, value in headers.items()}
+        while True:
+            try:
+                head = await reader.readuntil(b"\r\n\r\n")
+            except asyncio.IncompleteReadError:
+                break  # the client closed its kept-alive connection between requests
+            headers = {name.lower(): value for name, value in
+                       (line.split(": ", 1) for line in head.decode().split("\r\n")[1:] if ": " in line)}
             if "content-length" in headers:
                 body = await reader.readexactly(int(headers["content-length"]))
             else:
