@@ -311,6 +311,23 @@ def single_threaded_blas() -> bool:
     return True
 
 
+def blas_kernels() -> str | None:
+    """The kernel set a loaded OpenBLAS picked for this CPU (``Cooperlake``, ``SkylakeX``,
+    ``Haswell``...), or None without OpenBLAS.
+
+    It picks by CPU unless ``OPENBLAS_CORETYPE`` names one, and each set rounds differently:
+    30 steps of stage one already give different weights under Cooperlake, SkylakeX, Haswell
+    and Sandybridge (engines/demo/README.md, "Reproducing it"). Two builds compare byte for
+    byte only when this is the same.
+    """
+    corename = getattr(ctypes.CDLL(None), "openblas_get_corename", None)
+    if corename is None:
+        return None
+    corename.restype = ctypes.c_char_p
+    name = corename()
+    return name.decode() if name else None
+
+
 def build_demo(
     out_dir: Path,
     *,
@@ -337,7 +354,8 @@ def build_demo(
         recipe: Training settings; the default is what the shipped artifact used.
 
     Returns:
-        ``{"seconds", "train_seconds", "parameters", "final_loss", "files", "evaluation"?}``.
+        ``{"seconds", "train_seconds", "parameters", "final_loss", "files", "recipe", "blas_kernels",
+        "evaluation"?}``.
     """
     import mlx.core as mx
     from mlx.utils import tree_flatten
@@ -353,8 +371,9 @@ def build_demo(
         recipe = dataclasses.replace(recipe, polish_steps=polish_steps)
     # The build is defined on the CPU: a GPU would give different floating-point results.
     mx.set_default_device(mx.cpu)
+    kernels = blas_kernels()
     if single_threaded_blas():
-        logger.info("OpenBLAS pinned to one thread for a reproducible build")
+        logger.info("OpenBLAS (%s kernels) pinned to one thread for a reproducible build", kernels)
     started = time.perf_counter()
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -370,6 +389,7 @@ def build_demo(
         "train_seconds": round(time.perf_counter() - started, 1),
         "files": {p.name: p.stat().st_size for p in sorted(out_dir.iterdir()) if p.is_file()},
         "recipe": dataclasses.asdict(recipe),
+        "blas_kernels": kernels,
     }
     if evaluate:
         from engines.demo import evaluate as ev

@@ -65,6 +65,20 @@ def test_build_command_is_bit_exact(tmp_path):
     assert SHIPPED_FILES <= set(_digests(first))
 
 
+def test_the_build_names_the_blas_kernels_it_ran_on():
+    """A rebuild compares byte for byte only on the same OpenBLAS kernels, so the build says which."""
+    import ctypes
+
+    kernels = build.blas_kernels()
+    if getattr(ctypes.CDLL(None), "openblas_get_corename", None) is None:
+        assert kernels is None
+    else:  # .ci/run preloads Debian's OpenBLAS: a DYNAMIC_ARCH build names the set it picked
+        config = ctypes.CDLL(None).openblas_get_config
+        config.restype = ctypes.c_char_p
+        assert kernels and kernels.isalnum()
+        assert kernels in config().decode().split()
+
+
 # Thresholds sit a little below what the shipped artifact measured (engines/demo/README.md),
 # leaving room for floating-point differences between platforms, not for regressions.
 
