@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -63,6 +64,32 @@ def test_build_command_is_bit_exact(tmp_path):
     assert _digests(first) == _digests(second)
     assert _digests(first / "q4") == _digests(second / "q4")
     assert SHIPPED_FILES <= set(_digests(first))
+
+
+@pytest.mark.slow
+def test_the_build_preloads_a_system_openblas_when_started_without_one(tmp_path):
+    """A newcomer's ``rapid-mlx demo build`` (nothing preloaded) starts itself again on the system
+    OpenBLAS, as the router does for its workers; ``--cpu-blas off`` keeps MLX's bundled BLAS."""
+    from engines.cpu_blas import known_openblas_paths
+
+    if not sys.platform.startswith("linux") or not any(Path(p).is_file() for p in known_openblas_paths()):
+        pytest.skip("needs Linux with a system OpenBLAS (.ci/run installs Debian's)")
+    env = {k: v for k, v in os.environ.items() if k not in ("LD_PRELOAD", build.REEXEC_MARK)}
+
+    def build_once(*extra: str) -> tuple[str | None, str]:
+        result = subprocess.run(
+            [sys.executable, "-m", "router.cli", "demo", "build", "--out", str(tmp_path / "out"), "--no-quantized",
+             "--no-eval", "--steps", "1", "--restart-steps", "0", "--copy-steps", "0", "--polish-steps", "0", *extra],
+            capture_output=True, text=True, timeout=600, env=env)
+        assert result.returncode == 0, result.stderr
+        return json.loads(result.stdout)["blas_kernels"], result.stderr
+
+    kernels, log = build_once()
+    assert kernels, log
+    assert "the build starts again with" in log and "pinned to one thread" in log
+    kernels, log = build_once("--cpu-blas", "off")
+    assert kernels is None
+    assert "starts again" not in log
 
 
 def test_the_build_names_the_blas_kernels_it_ran_on():
