@@ -18,6 +18,7 @@ import dataclasses
 import json
 import logging
 import os
+import platform
 import re
 import shutil
 import sys
@@ -83,6 +84,7 @@ class Recipe:
     copy_learning_rate: float = 1e-3
     copy_invented: float = 1.0
     copy_drill_fraction: float = 0.25
+    copy_decoys: float = 0.0  # share of made-up cities that are decoys (corpus.ArgumentSource.decoy_city)
     # Stage four (issue 21): manners, a last warm restart on a stream where a share of the chat
     # exchanges are greetings in many phrasings and requests beyond the demo answered with
     # what it can do (corpus.chat_exchange's ``beyond``), and each turn's <|im_end|> weighs
@@ -95,6 +97,7 @@ class Recipe:
     polish_end_weight: float = 4.0
     polish_invented: float = 0.8
     polish_drill_fraction: float = 0.08
+    polish_decoys: float = 0.0
 
 
 DEFAULT_STEPS = Recipe.steps
@@ -253,18 +256,18 @@ def train_model(out_dir: Path, config: dict[str, Any], *, seed: int, recipe: Rec
     if recipe.copy_steps:
         losses += warm_restart(model, config, out_dir, seed + COPY_STREAM_OFFSET, recipe, steps=recipe.copy_steps,
                                learning_rate=recipe.copy_learning_rate, invented=recipe.copy_invented,
-                               drill_fraction=recipe.copy_drill_fraction)
+                               drill_fraction=recipe.copy_drill_fraction, decoys=recipe.copy_decoys)
     if recipe.polish_steps:
         losses += warm_restart(model, config, out_dir, seed + POLISH_STREAM_OFFSET, recipe, steps=recipe.polish_steps,
                                learning_rate=recipe.polish_learning_rate, invented=recipe.polish_invented,
                                drill_fraction=recipe.polish_drill_fraction, beyond=recipe.polish_beyond,
-                               end_weight=recipe.polish_end_weight)
+                               end_weight=recipe.polish_end_weight, decoys=recipe.polish_decoys)
     return model, losses
 
 
 def warm_restart(model, config: dict[str, Any], out_dir: Path, stream_seed: int, recipe: Recipe, *, steps: int,
                  learning_rate: float, invented: float, drill_fraction: float, beyond: float = 0.0,
-                 end_weight: float = 1.0) -> list[float]:
+                 end_weight: float = 1.0, decoys: float = 0.0) -> list[float]:
     """A later stage on ``model``'s weights: a fresh AdamW with a short warmup and a cosine
     cycle of ``steps`` on the stream of ``stream_seed``, answer words from a tool result
     weighted as in stage two; returns its losses."""
@@ -272,12 +275,13 @@ def warm_restart(model, config: dict[str, Any], out_dir: Path, stream_seed: int,
 
     settings = train.TrainConfig(steps=steps, learning_rate=learning_rate, warmup=RESTART_WARMUP)
     return _stage(model, config, out_dir, stream_seed, recipe, settings, result_weight=recipe.restart_result_weight,
-                  invented=invented, beyond=beyond, end_weight=end_weight, drill_fraction=drill_fraction)
+                  invented=invented, beyond=beyond, end_weight=end_weight, drill_fraction=drill_fraction,
+                  decoys=decoys)
 
 
 def _stage(model, config: dict[str, Any], out_dir: Path, stream_seed: int, recipe: Recipe, settings, *,
            result_weight: float, invented: float, beyond: float = 0.0, end_weight: float = 1.0,
-           drill_fraction: float | None = None) -> list[float]:
+           drill_fraction: float | None = None, decoys: float = 0.0) -> list[float]:
     """Train ``model`` for one stage on the batch stream of ``stream_seed``."""
     from engines.demo import circuit, data, train
 
@@ -287,7 +291,7 @@ def _stage(model, config: dict[str, Any], out_dir: Path, stream_seed: int, recip
         context_weight=recipe.context_weight, copy_weight=recipe.copy_weight,
         decision_weight=recipe.decision_weight, result_weight=result_weight, end_weight=end_weight,
         drill_fraction=recipe.drill_fraction if drill_fraction is None else drill_fraction,
-        long_fraction=recipe.long_fraction, invented=invented, beyond=beyond,
+        long_fraction=recipe.long_fraction, invented=invented, beyond=beyond, decoys=decoys,
     )
     batches = data.prefetch(stream)
     try:
@@ -315,33 +319,66 @@ def single_threaded_blas() -> bool:
 # Set in the environment of the build's own re-execution (``rerun_with_system_blas``), so a
 # preload that does not take is not retried.
 REEXEC_MARK = "RAPIDMLX_DEMO_BUILD_BLAS"
+# The OpenBLAS kernel set the shipped weights were trained with. OpenBLAS picks one by CPU
+# unless ``OPENBLAS_CORETYPE`` names one, and each set rounds differently (``blas_kernels``);
+# Haswell's needs AVX2 and FMA only, which nearly every x86-64 CPU of the last decade has, so
+# pinned to it a build gives the same bytes on Intel and AMD machines alike (engines/demo/README.md,
+# "Reproducing it": measured on an AMD EPYC, whose own pick is Cooperlake).
+BUILD_KERNELS = "Haswell"
+BUILD_KERNELS_NEED = frozenset({"avx2", "fma"})
+
+
+def kernels_to_pin(cpu_flags: frozenset[str] | None = None) -> str | None:
+    """``BUILD_KERNELS`` where this CPU runs them and nobody chose a kernel set; None elsewhere
+    (other architectures, older CPUs, ``OPENBLAS_CORETYPE`` already set)."""
+    if "OPENBLAS_CORETYPE" in os.environ or platform.machine().lower() not in ("x86_64", "amd64"):
+        return None
+    if cpu_flags is None:
+        try:
+            info = Path("/proc/cpuinfo").read_text()
+        except OSError:
+            return None
+        line = next((line for line in info.splitlines() if line.startswith("flags")), "")
+        cpu_flags = frozenset(line.partition(":")[2].split())
+    return BUILD_KERNELS if BUILD_KERNELS_NEED <= cpu_flags else None
 
 
 def rerun_with_system_blas(argv: list[str], setting: str = "auto") -> None:
-    """Re-execute the build with a system OpenBLAS preloaded when MLX would train on its bundled
-    reference BLAS: the choice ``[server] cpu_blas`` makes for workers (``engines.cpu_blas``),
-    made for the build. Returns when there is nothing to do (an OpenBLAS is loaded, Linux has
-    none, not Linux, ``setting`` is "off").
+    """Re-execute the build on a system OpenBLAS with ``BUILD_KERNELS`` when it would run on
+    anything else it can avoid: MLX's bundled reference BLAS (the choice ``[server] cpu_blas``
+    makes for workers, ``engines.cpu_blas``, made for the build), or an OpenBLAS that picked
+    other kernels. Returns when there is nothing to do (not Linux, no OpenBLAS to be had,
+    ``setting`` "off", the kernels already right or not available here).
 
-    A preload has to be in place when the process starts, so the build starts itself again,
-    once. Without it, stage one steps in 8.2 s instead of 0.95 s on the 2-core x86 machine of
-    engines/demo/README.md: the full build would take hours, and give other weights.
+    A preload and a kernel set have to be in place when the process starts, so the build
+    starts itself again, once. Without OpenBLAS, stage one steps in 8.2 s instead of 0.95 s on
+    the 2-core x86 machine of engines/demo/README.md: the full build would take hours.
     """
     from engines.cpu_blas import choose_cpu_blas
 
-    if blas_kernels() is not None or os.environ.get(REEXEC_MARK):
+    if os.environ.get(REEXEC_MARK):
         return
-    # The build trains on the CPU device wherever it runs, so a GPU does not change the answer.
-    choice = choose_cpu_blas(setting, cpu_backend=lambda: True)
-    if choice.library is None:
-        if choice.slow:
-            logger.warning("cpu_blas: %s", choice.reason)
-        return
-    logger.info("MLX's CPU backend would train on its bundled reference BLAS: the build starts again with %s "
-                "preloaded (--cpu-blas off keeps the bundled one)", choice.library)
+    kernels, pin = blas_kernels(), kernels_to_pin()
+    pinned = {"OPENBLAS_CORETYPE": pin} if pin else {}
+    if kernels is not None:
+        if not pin or kernels == pin:
+            return
+        logger.info("OpenBLAS picked its %s kernels: the build starts again on %s's, the shipped weights' "
+                    "(OPENBLAS_CORETYPE overrides it)", kernels, pin)
+        env = {**os.environ, **pinned, REEXEC_MARK: kernels}
+    else:
+        # The build trains on the CPU device wherever it runs, so a GPU does not change the answer.
+        choice = choose_cpu_blas(setting, cpu_backend=lambda: True)
+        if choice.library is None:
+            if choice.slow:
+                logger.warning("cpu_blas: %s", choice.reason)
+            return
+        logger.info("MLX's CPU backend would train on its bundled reference BLAS: the build starts again with %s "
+                    "preloaded%s (--cpu-blas off keeps the bundled one)", choice.library,
+                    f" and {pin}'s kernels" if pin else "")
+        env = {**os.environ, **choice.worker_env(os.environ), **pinned, REEXEC_MARK: choice.library}
     sys.stdout.flush()
     sys.stderr.flush()
-    env = {**os.environ, **choice.worker_env(os.environ), REEXEC_MARK: choice.library}
     os.execve(sys.executable, [sys.executable, "-m", "engines.demo.build", *argv], env)
 
 

@@ -85,11 +85,23 @@ def test_the_build_preloads_a_system_openblas_when_started_without_one(tmp_path)
         return json.loads(result.stdout)["blas_kernels"], result.stderr
 
     kernels, log = build_once()
-    assert kernels, log
+    assert kernels == (build.kernels_to_pin() or kernels) and kernels, log
     assert "the build starts again with" in log and "pinned to one thread" in log
     kernels, log = build_once("--cpu-blas", "off")
     assert kernels is None
     assert "starts again" not in log
+
+
+def test_the_build_pins_the_kernels_of_the_shipped_weights_where_the_cpu_runs_them(monkeypatch):
+    monkeypatch.delenv("OPENBLAS_CORETYPE", raising=False)
+    monkeypatch.setattr(build.platform, "machine", lambda: "x86_64")
+    assert build.kernels_to_pin(frozenset({"sse2", "avx", "avx2", "fma", "avx512f"})) == build.BUILD_KERNELS == "Haswell"
+    assert build.kernels_to_pin(frozenset({"sse2", "sse4_2", "avx"})) is None  # older than Haswell: OpenBLAS's own pick
+    monkeypatch.setenv("OPENBLAS_CORETYPE", "SkylakeX")  # a set the user chose is kept
+    assert build.kernels_to_pin(frozenset({"avx2", "fma"})) is None
+    monkeypatch.delenv("OPENBLAS_CORETYPE")
+    monkeypatch.setattr(build.platform, "machine", lambda: "aarch64")  # other kernels altogether
+    assert build.kernels_to_pin(frozenset({"avx2", "fma"})) is None
 
 
 def test_the_build_names_the_blas_kernels_it_ran_on():
