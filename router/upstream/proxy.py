@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import httpx
+import msgspec
 from litestar import Response
 from litestar.response import Stream
 
@@ -36,6 +37,7 @@ logger = logging.getLogger(__name__)
 
 # Client headers an upstream may need to read the request the same way; nothing that authenticates.
 _FORWARDED_HEADERS = ("anthropic-version", "anthropic-beta", "openai-beta")
+_encode = msgspec.json.Encoder().encode
 _MAX_ERROR_BODY = 64 * 1024
 
 
@@ -95,9 +97,7 @@ async def forward(upstream: Upstream, api: Api, body: dict[str, Any], *, client_
                               f"(max_concurrency {upstream.config.max_concurrency}); try again in 1s.", retry_after_s=1.0)
     upstream.take()
     on_release(upstream.give_back)
-    request = upstream.client.build_request(
-        "POST", upstream.url(api.path), content=json.dumps({**body, "model": upstream.upstream_model}).encode(),
-        headers=_headers(upstream, api, client_headers))
+    request = upstream.post(api.path, _encode({**body, "model": upstream.upstream_model}), _headers(upstream, api, client_headers))
     response = await _send(upstream, request, metrics)
     if response.status_code >= 400:
         raise await _error_of(upstream, response, metrics)

@@ -13,12 +13,11 @@ from router.api.anthropic.input import to_chat_messages, to_turn_request
 from router.api.dispatch import new_id, open_model, run_whole_turn
 from router.api.fleet import route_to_fleet
 from router.upstream.proxy import API_COUNT_TOKENS, API_MESSAGES
-from router.upstream.registry import Upstreams
+from router.api.services import pool_of, upstreams_of
 from router.turn.messages import normalize_messages
 from router.turn.template import render_chat
 from router.turn.textgen import Generation
 from router.errors import InvalidRequestError, RouterError, error_body
-from router.pool import ModelPool
 from router.api.anthropic.schemas import DeltaUsage, Message, MessagesBody, Usage
 from router.api.decode import decode_body
 from router.sse import event_frame, sse_response
@@ -31,9 +30,9 @@ class MessagesController(Controller):
     path = "/v1/messages"
 
     @post(status_code=200)
-    async def create(self, request: Request, pool: ModelPool, upstreams: Upstreams) -> object:
-        raw = await request.body()
-        if (reply := await route_to_fleet(request, raw, pool, upstreams, API_MESSAGES)) is not None:
+    async def create(self, request: Request) -> object:
+        pool, raw = pool_of(request), await request.body()
+        if (reply := await route_to_fleet(request, raw, pool, upstreams_of(request), API_MESSAGES)) is not None:
             return reply
         body = decode_body(raw, MessagesBody)
         if body.max_tokens is None:
@@ -47,9 +46,9 @@ class MessagesController(Controller):
         return _message(turn, body.model, builder.finish(), end)
 
     @post("/count_tokens", status_code=200)
-    async def count_tokens(self, request: Request, pool: ModelPool, upstreams: Upstreams) -> object:
-        raw = await request.body()
-        if (reply := await route_to_fleet(request, raw, pool, upstreams, API_COUNT_TOKENS)) is not None:
+    async def count_tokens(self, request: Request) -> object:
+        pool, raw = pool_of(request), await request.body()
+        if (reply := await route_to_fleet(request, raw, pool, upstreams_of(request), API_COUNT_TOKENS)) is not None:
             return reply
         body = decode_body(raw, MessagesBody)
         handle = await open_model(pool, body.model, wait=False)  # the tokenizer is enough

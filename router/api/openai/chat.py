@@ -13,9 +13,8 @@ from parsers import ContentDelta, ReasoningDelta, ToolCallArgsDelta, ToolCallEnd
 from router.api.dispatch import new_id, now, open_model, run_whole_turn
 from router.api.fleet import route_to_fleet
 from router.upstream.proxy import API_CHAT
-from router.upstream.registry import Upstreams
+from router.api.services import pool_of, upstreams_of
 from router.errors import InvalidRequestError, RouterError, error_body
-from router.pool import ModelPool
 from router.api.decode import decode_body
 from router.turn.fields import kind_of, openai_path, opt_object, opt_str, req_object, req_str
 from router.api.openai.schemas import (
@@ -48,9 +47,9 @@ class ChatCompletionsController(Controller):
     path = "/v1/chat/completions"
 
     @post(status_code=200)
-    async def create(self, request: Request, pool: ModelPool, upstreams: Upstreams) -> object:
-        raw = await request.body()
-        if (reply := await route_to_fleet(request, raw, pool, upstreams, API_CHAT)) is not None:
+    async def create(self, request: Request) -> object:
+        pool, raw = pool_of(request), await request.body()
+        if (reply := await route_to_fleet(request, raw, pool, upstreams_of(request), API_CHAT)) is not None:
             return reply
         body = decode_body(raw, ChatCompletionBody)
         if body.n not in (None, 1):

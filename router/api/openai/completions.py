@@ -15,11 +15,11 @@ from engines.protocol import token_problem
 from router.api.dispatch import new_id, now, open_model
 from router.api.fleet import route_to_fleet
 from router.upstream.proxy import API_COMPLETIONS
-from router.upstream.registry import Upstreams
+from router.api.services import pool_of, upstreams_of
 from router.api.openai.chat import openai_error_frame, usage_of
 from router.turn.template import tokenize_text
 from router.errors import InvalidRequestError
-from router.pool import ModelHandle, ModelPool
+from router.pool import ModelHandle
 from router.api.decode import decode_body
 from router.api.openai.schemas import Completion, CompletionBody, CompletionChoice, CompletionLogprobs, CompletionTokensDetails, PromptTokensDetails, Usage
 from router.sse import COMMENT_KEEPALIVE, DONE_FRAME, data_frame, sse_response
@@ -33,9 +33,9 @@ class CompletionsController(Controller):
     path = "/v1/completions"
 
     @post(status_code=200)
-    async def create(self, request: Request, pool: ModelPool, upstreams: Upstreams) -> object:
-        raw = await request.body()
-        if (reply := await route_to_fleet(request, raw, pool, upstreams, API_COMPLETIONS)) is not None:
+    async def create(self, request: Request) -> object:
+        pool, raw = pool_of(request), await request.body()
+        if (reply := await route_to_fleet(request, raw, pool, upstreams_of(request), API_COMPLETIONS)) is not None:
             return reply
         body = decode_body(raw, CompletionBody)
         _reject_unsupported(body)

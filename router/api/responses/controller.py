@@ -11,9 +11,8 @@ from litestar import Controller, Request, post
 from router.api.dispatch import new_id, open_model, run_whole_turn
 from router.api.fleet import route_to_fleet
 from router.upstream.proxy import API_RESPONSES
-from router.upstream.registry import Upstreams
+from router.api.services import pool_of, responses_of, upstreams_of
 from router.errors import ContextLengthError, InvalidRequestError, RouterError, shown
-from router.pool import ModelPool
 from router.api.responses.input import flat_tools, input_messages, to_turn_request
 from router.api.responses.items import ItemBuilder
 from router.api.responses.store import ResponseStore
@@ -27,9 +26,9 @@ class ResponsesController(Controller):
     path = "/v1/responses"
 
     @post(status_code=200)
-    async def create(self, request: Request, pool: ModelPool, responses: ResponseStore, upstreams: Upstreams) -> object:
-        raw = await request.body()
-        if (reply := await route_to_fleet(request, raw, pool, upstreams, API_RESPONSES)) is not None:
+    async def create(self, request: Request) -> object:
+        pool, responses, raw = pool_of(request), responses_of(request), await request.body()
+        if (reply := await route_to_fleet(request, raw, pool, upstreams_of(request), API_RESPONSES)) is not None:
             return reply
         body = decode_body(raw, ResponsesBody)
         history = _history(body, responses)
