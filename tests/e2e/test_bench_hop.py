@@ -82,8 +82,10 @@ def test_bench_hop_measures_pairs_through_a_front(servers, canned, tmp_path):
     medians = {}
     for label in ("response headers", "first SSE frame", "first content token (TTFT)"):
         row = next(line for line in summary.splitlines() if line.startswith(f"| {label} |"))
-        direct, through, _difference, _spread = [cell.strip().strip("*") for cell in row.split("|")[2:6]]
+        direct, through, difference, interval = [cell.strip().strip("*") for cell in row.split("|")[2:6]]
         medians[label] = (float(direct), float(through))
+        low, high = (float(bound) for bound in interval.split(" .. "))
+        assert low <= float(difference) <= high
     for direct, through in medians.values():
         assert 0 < direct and 0 < through
     # Moments in order on each side: headers, then the first frame, then the first token.

@@ -147,3 +147,19 @@ def test_made_models_load_in_mlx_lm_with_a_chat_template_for_tools(tmp_path, arc
     model, tokenizer = load(str(path))
     prompt = tokenizer.apply_chat_template([{"role": "user", "content": "hi"}], tools=[WEATHER], add_generation_prompt=True)
     assert len(prompt) > 10 and parameter_count(path) == sum(v.size for _, v in tree_flatten(model.parameters()))
+
+
+def test_the_hop_median_interval_covers_the_true_median_95_times_in_100():
+    import random
+
+    from router.bench.proxy_hop import median_interval
+
+    assert median_interval([float(v) for v in range(1, 401)]) == (180.0, 221.0)
+    assert median_interval([4.0, 1.0, 3.0, 2.0, 6.0, 5.0]) == (1.0, 6.0)  # too few pairs to narrow anything
+    rng = random.Random(7)
+    # Skewed like the hop's differences (a tail of slow pairs); the true median of expovariate(1) is ln 2.
+    hits = 0
+    for _ in range(2000):
+        low, high = median_interval([rng.expovariate(1.0) for _ in range(100)])
+        hits += low <= 0.6931471805599453 <= high
+    assert 0.93 <= hits / 2000 <= 0.98
