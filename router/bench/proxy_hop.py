@@ -10,7 +10,6 @@ frame, and the first content token.
 from __future__ import annotations
 
 import json
-import math
 import os
 import statistics
 import time
@@ -19,7 +18,9 @@ from pathlib import Path
 
 import httpx
 
-__all__ = ["HopTimes", "cpu_seconds", "hop_report", "measure_hop", "median_interval"]
+from router.bench.stats import median_interval
+
+__all__ = ["HopTimes", "cpu_seconds", "hop_report", "measure_hop"]
 
 
 @dataclass(frozen=True)
@@ -69,21 +70,6 @@ def measure_hop(direct_url: str, direct_model: str, front_url: str, front_model:
             if index >= 2:
                 results.append((times["direct"], times["front"]))
     return results
-
-
-def median_interval(values: list[float], z: float = 1.96) -> tuple[float, float]:
-    """A 95% confidence interval of the median of ``values``, from order statistics alone.
-
-    Distribution-free (how many values fall below the median is binomial): the values ranked
-    floor(n/2 - z*sqrt(n)/2) and ceil(1 + n/2 + z*sqrt(n)/2), counting from 1. It says whether a median difference resolves a target at all: against a real
-    model on a busy machine the pairs spread by tens of milliseconds, against the canned upstream by one.
-    """
-    ranked = sorted(values)
-    half_width = z * math.sqrt(len(ranked)) / 2
-    lower_rank = math.floor(len(ranked) / 2 - half_width)  # 1-based ranks (Conover's interval)
-    upper_rank = math.ceil(1 + len(ranked) / 2 + half_width)
-    low, high = max(0, lower_rank - 1), min(len(ranked) - 1, upper_rank - 1)
-    return ranked[low], ranked[high]
 
 
 def hop_report(results: list[tuple[HopTimes, HopTimes]], front_cpu_s: float | None = None) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import random
 import statistics
 
 import pytest
@@ -149,17 +150,13 @@ def test_made_models_load_in_mlx_lm_with_a_chat_template_for_tools(tmp_path, arc
     assert len(prompt) > 10 and parameter_count(path) == sum(v.size for _, v in tree_flatten(model.parameters()))
 
 
-def test_the_hop_median_interval_covers_the_true_median_95_times_in_100():
-    import random
-
-    from router.bench.proxy_hop import median_interval
-
-    assert median_interval([float(v) for v in range(1, 401)]) == (180.0, 221.0)
-    assert median_interval([4.0, 1.0, 3.0, 2.0, 6.0, 5.0]) == (1.0, 6.0)  # too few pairs to narrow anything
+def test_the_median_interval_covers_the_true_median_95_times_in_100():
+    assert stats.median_interval([float(v) for v in range(1, 401)]) == (180.0, 221.0)
+    assert stats.median_interval([4.0, 1.0, 3.0, 2.0, 6.0, 5.0]) == (1.0, 6.0)  # too few pairs to narrow anything
     rng = random.Random(7)
     # Skewed like the hop's differences (a tail of slow pairs); the true median of expovariate(1) is ln 2.
     hits = 0
     for _ in range(2000):
-        low, high = median_interval([rng.expovariate(1.0) for _ in range(100)])
+        low, high = stats.median_interval([rng.expovariate(1.0) for _ in range(100)])
         hits += low <= 0.6931471805599453 <= high
     assert 0.93 <= hits / 2000 <= 0.98
