@@ -28,6 +28,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    import mlx.core as mx
+
     from engines.demo.circuit import PointerCues, PointerKeys
 
 logger = logging.getLogger(__name__)
@@ -50,6 +52,9 @@ class Recipe:
 
     steps: int = 700
     rows: int = 8  # sequences per batch
+    # Data-parallel processes that share each batch's rows (engines/demo/ranks.py). More than
+    # one sums the gradient in another order, so the count shapes the weights like any setting.
+    ranks: int = 1
     length: int = 512  # tokens per sequence; longer conversations are skipped
     learning_rate: float = 3e-3
     vocab_size: int = 1024
@@ -96,6 +101,10 @@ class Recipe:
     polish_end_weight: float = 4.0
     polish_invented: float = 0.8
     polish_drill_fraction: float = 0.08
+
+    def __post_init__(self) -> None:
+        if self.ranks < 1 or self.rows % self.ranks:
+            raise ValueError(f"ranks must be a divisor of rows ({self.rows}); got {self.ranks}")
 
 
 DEFAULT_STEPS = Recipe.steps
@@ -224,11 +233,13 @@ def save_quantized(src_dir: Path, dst_dir: Path, *, bits: int = 4, group_size: i
         shutil.copyfile(src_dir / name, dst_dir / name)
 
 
-def train_model(out_dir: Path, config: dict[str, Any], *, seed: int, recipe: Recipe):
+def train_model(out_dir: Path, config: dict[str, Any], *, seed: int, recipe: Recipe,
+                group: mx.distributed.Group | None = None):
     """Initialise (with the copy circuit) and train the model on the conversation stream:
     stage one, then (when ``recipe.restart_steps``) stage two from stage one's weights,
     then (when ``recipe.copy_steps``) stage three, copying, and (when ``recipe.polish_steps``)
-    stage four, manners (``warm_restart``).
+    stage four, manners (``warm_restart``). With ``group`` (``recipe.ranks`` processes, each
+    calling this), every stage is trained data-parallel on it (``train.train``).
 
     Returns:
         The model and the per-step losses of all stages.
@@ -245,27 +256,27 @@ def train_model(out_dir: Path, config: dict[str, Any], *, seed: int, recipe: Rec
     train.check_forward(model, mx.array([list(range(1, 65))]))
     losses = _stage(model, config, out_dir, seed, recipe,
                     train.TrainConfig(steps=recipe.steps, learning_rate=recipe.learning_rate),
-                    result_weight=recipe.result_weight, invented=recipe.invented)
+                    result_weight=recipe.result_weight, invented=recipe.invented, group=group)
     if recipe.restart_steps:
         restart = train.TrainConfig(steps=recipe.restart_steps, learning_rate=recipe.restart_learning_rate,
                                     warmup=RESTART_WARMUP)
         losses += _stage(model, config, out_dir, seed + RESTART_STREAM_OFFSET, recipe, restart,
-                         result_weight=recipe.restart_result_weight, invented=recipe.restart_invented)
+                         result_weight=recipe.restart_result_weight, invented=recipe.restart_invented, group=group)
     if recipe.copy_steps:
         losses += warm_restart(model, config, out_dir, seed + COPY_STREAM_OFFSET, recipe, steps=recipe.copy_steps,
                                learning_rate=recipe.copy_learning_rate, invented=recipe.copy_invented,
-                               drill_fraction=recipe.copy_drill_fraction)
+                               drill_fraction=recipe.copy_drill_fraction, group=group)
     if recipe.polish_steps:
         losses += warm_restart(model, config, out_dir, seed + POLISH_STREAM_OFFSET, recipe, steps=recipe.polish_steps,
                                learning_rate=recipe.polish_learning_rate, invented=recipe.polish_invented,
                                drill_fraction=recipe.polish_drill_fraction, beyond=recipe.polish_beyond,
-                               end_weight=recipe.polish_end_weight)
+                               end_weight=recipe.polish_end_weight, group=group)
     return model, losses
 
 
 def warm_restart(model, config: dict[str, Any], out_dir: Path, stream_seed: int, recipe: Recipe, *, steps: int,
                  learning_rate: float, invented: float, drill_fraction: float, beyond: float = 0.0,
-                 end_weight: float = 1.0) -> list[float]:
+                 end_weight: float = 1.0, group: mx.distributed.Group | None = None) -> list[float]:
     """A later stage on ``model``'s weights: a fresh AdamW with a short warmup and a cosine
     cycle of ``steps`` on the stream of ``stream_seed``, answer words from a tool result
     weighted as in stage two; returns its losses."""
@@ -273,12 +284,13 @@ def warm_restart(model, config: dict[str, Any], out_dir: Path, stream_seed: int,
 
     settings = train.TrainConfig(steps=steps, learning_rate=learning_rate, warmup=RESTART_WARMUP)
     return _stage(model, config, out_dir, stream_seed, recipe, settings, result_weight=recipe.restart_result_weight,
-                  invented=invented, beyond=beyond, end_weight=end_weight, drill_fraction=drill_fraction)
+                  invented=invented, beyond=beyond, end_weight=end_weight, drill_fraction=drill_fraction,
+                  group=group)
 
 
 def _stage(model, config: dict[str, Any], out_dir: Path, stream_seed: int, recipe: Recipe, settings, *,
            result_weight: float, invented: float, beyond: float = 0.0, end_weight: float = 1.0,
-           drill_fraction: float | None = None) -> list[float]:
+           drill_fraction: float | None = None, group: mx.distributed.Group | None = None) -> list[float]:
     """Train ``model`` for one stage on the batch stream of ``stream_seed``."""
     from engines.demo import circuit, data, train
 
@@ -292,7 +304,7 @@ def _stage(model, config: dict[str, Any], out_dir: Path, stream_seed: int, recip
     )
     batches = data.prefetch(stream)
     try:
-        return train.train(model, batches, settings, update_scales=scales)
+        return train.train(model, batches, settings, update_scales=scales, group=group)
     finally:
         batches.close()
 
@@ -405,6 +417,7 @@ def build_demo(
     restart_steps: int | None = None,
     copy_steps: int | None = None,
     polish_steps: int | None = None,
+    ranks: int | None = None,
     evaluate: bool = True,
     recipe: Recipe = Recipe(),
 ) -> dict[str, Any]:
@@ -418,6 +431,7 @@ def build_demo(
         restart_steps: Stage two's optimiser steps; overrides ``recipe.restart_steps``.
         copy_steps: Stage three's optimiser steps; overrides ``recipe.copy_steps``.
         polish_steps: Stage four's optimiser steps; overrides ``recipe.polish_steps``.
+        ranks: Data-parallel training processes; overrides ``recipe.ranks``.
         evaluate: Also run the held-out evaluation (``evaluate.py``) on the result.
         recipe: Training settings; the default is what the shipped artifact used.
 
@@ -429,6 +443,8 @@ def build_demo(
     from mlx.utils import tree_flatten
     from mlx_lm.utils import save_config, save_model
 
+    from engines.demo.ranks import start_ranks
+
     if steps is not None:
         recipe = dataclasses.replace(recipe, steps=steps)
     if restart_steps is not None:
@@ -437,6 +453,8 @@ def build_demo(
         recipe = dataclasses.replace(recipe, copy_steps=copy_steps)
     if polish_steps is not None:
         recipe = dataclasses.replace(recipe, polish_steps=polish_steps)
+    if ranks is not None:
+        recipe = dataclasses.replace(recipe, ranks=ranks)
     # The build is defined on the CPU: a GPU would give different floating-point results.
     mx.set_default_device(mx.cpu)
     kernels = blas_kernels()
@@ -446,7 +464,8 @@ def build_demo(
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     config = model_config(build_tokenizer(out_dir, seed=seed, vocab_size=recipe.vocab_size))
-    model, losses = train_model(out_dir, config, seed=seed, recipe=recipe)
+    with start_ranks(recipe.ranks, out_dir, config, seed=seed, recipe=recipe) as group:
+        model, losses = train_model(out_dir, config, seed=seed, recipe=recipe, group=group)
     save_model(out_dir, model)
     save_config(dict(config), out_dir / "config.json")
     if quantized_out_dir is not None:
@@ -482,6 +501,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="optimiser steps of stage three, copying (default: %(default)s)")
     parser.add_argument("--polish-steps", type=int, default=DEFAULT_POLISH_STEPS,
                         help="optimiser steps of stage four, manners beyond the demo (default: %(default)s)")
+    parser.add_argument("--ranks", type=int, default=Recipe.ranks,
+                        help="data-parallel training processes, one core each; the count shapes the weights "
+                             "(default: %(default)s, the shipped model's)")
     parser.add_argument("--no-eval", action="store_true", help="skip the held-out evaluation")
     parser.add_argument("--cpu-blas", default="auto", metavar="auto|off|PATH",
                         help="the BLAS to train with on Linux, as [server] cpu_blas: auto preloads a system OpenBLAS "
@@ -491,7 +513,7 @@ def main(argv: list[str] | None = None) -> int:
     rerun_with_system_blas(sys.argv[1:] if argv is None else list(argv), args.cpu_blas)
     metrics = build_demo(
         args.out, seed=args.seed, steps=args.steps, restart_steps=args.restart_steps, copy_steps=args.copy_steps,
-        polish_steps=args.polish_steps,
+        polish_steps=args.polish_steps, ranks=args.ranks,
         evaluate=not args.no_eval,
         quantized_out_dir=None if args.no_quantized else args.quantized_out,
     )

@@ -21,7 +21,7 @@ import mlx.core as mx
 import mlx.nn as nn
 import mlx.optimizers as optim
 import numpy as np
-from mlx.utils import tree_map
+from mlx.utils import tree_flatten, tree_map
 
 from engines.demo.data import Batch, attention_mask
 
@@ -92,13 +92,17 @@ def output_logits(model: nn.Module, h: mx.array) -> mx.array:
     return model.lm_head(h)
 
 
-def loss_fn(model: nn.Module, inputs, mask, labels, weights) -> mx.array:
-    """Weighted mean next-token cross-entropy over a packed (B, T) batch."""
+def loss_fn(model: nn.Module, inputs, mask, labels, weights, total_weight=None) -> mx.array:
+    """Weighted mean next-token cross-entropy over a packed (B, T) batch.
+
+    ``total_weight`` divides instead of ``weights.sum()`` when the rows are one rank's share of
+    a batch: the ranks' losses (and gradients) then add up to the whole batch's.
+    """
     logits = output_logits(model, hidden_states(model, inputs, mask))
     shifted = logits - mx.stop_gradient(logits.max(-1, keepdims=True))
     logsumexp = mx.log(fast_exp(shifted).sum(-1))
     picked = mx.take_along_axis(shifted, labels[..., None], -1)[..., 0]
-    return ((logsumexp - picked) * weights).sum() / weights.sum()
+    return ((logsumexp - picked) * weights).sum() / (weights.sum() if total_weight is None else total_weight)
 
 
 def check_forward(model: nn.Module, inputs: mx.array, atol: float = 1e-3) -> float:
@@ -130,10 +134,17 @@ def _schedule(cfg: TrainConfig) -> Callable[[mx.array], mx.array]:
     return optim.join_schedules([warmup, decay], [cfg.warmup])
 
 
-def _device_batch(batch: Batch) -> tuple[mx.array, ...]:
-    """Move one packed batch to mlx (fixed shapes, so the compiled step is traced once)."""
-    return (mx.array(batch.inputs), mx.array(attention_mask(batch.segments)), mx.array(batch.labels),
-            mx.array(batch.weights))
+def _device_batch(batch: Batch, group: mx.distributed.Group | None = None) -> tuple[mx.array, ...]:
+    """Move one packed batch to mlx (fixed shapes, so the compiled step is traced once); with a
+    group of ranks, this rank's rows and the whole batch's loss weight."""
+    if group is None:
+        return (mx.array(batch.inputs), mx.array(attention_mask(batch.segments)), mx.array(batch.labels),
+                mx.array(batch.weights))
+    rows = len(batch.inputs) // group.size()
+    mine = slice(group.rank() * rows, (group.rank() + 1) * rows)
+    return (mx.array(batch.inputs[mine]), mx.array(attention_mask(batch.segments[mine])),
+            mx.array(batch.labels[mine]), mx.array(batch.weights[mine]),
+            mx.array(batch.weights.sum(dtype=np.float32)))
 
 
 def train(
@@ -144,6 +155,7 @@ def train(
     log_every: int = 25,
     on_step: Callable[[int], None] | None = None,
     update_scales: dict | None = None,
+    group: mx.distributed.Group | None = None,
 ) -> list[float]:
     """Run ``cfg.steps`` optimiser steps over ``batches``; return the per-step losses.
 
@@ -155,13 +167,25 @@ def train(
         on_step: Called with the 1-based step number after each step (checkpoints, progress).
         update_scales: Optional tree like ``model.parameters()`` of per-element multipliers
             applied to each update (0 freezes an entry); see ``circuit.update_scales``.
+        group: Data-parallel ranks (``mx.distributed``), each running this with the same
+            ``batches``: every rank computes the gradient of its share of each batch's rows,
+            the shares are summed, and every rank applies the same update. None (or a group of
+            one) trains on whole batches in this process.
     """
+    if group is not None and group.size() == 1:
+        group = None
     optimizer = optim.AdamW(learning_rate=_schedule(cfg), weight_decay=cfg.weight_decay)
     value_and_grad = nn.value_and_grad(model, loss_fn)
     state = [model.state, optimizer.state]
 
     def step(*arrays):
         loss, grads = value_and_grad(model, *arrays)
+        if group is not None:
+            # The whole batch's loss and gradient from every rank's share. Each element is one
+            # sum with one term per rank (two: a + b = b + a), so every rank holds the same
+            # gradient, bit for bit, and applies the same update.
+            loss = mx.distributed.all_sum(loss, group=group)
+            grads = tree_map(lambda g: mx.distributed.all_sum(g, group=group), grads)
         grads, _ = optim.clip_grad_norm(grads, cfg.grad_clip)
         before = model.parameters()
         optimizer.update(model, grads)
@@ -173,7 +197,7 @@ def train(
     losses: list[float] = []
     start = time.perf_counter()
     for i in range(cfg.steps):
-        loss = step(*_device_batch(next(batches)))
+        loss = step(*_device_batch(next(batches), group))
         mx.eval(state, loss)
         losses.append(loss.item())
         if (i + 1) % log_every == 0 or i + 1 == cfg.steps:
@@ -184,4 +208,15 @@ def train(
             on_step(i + 1)
     if not all(math.isfinite(x) for x in losses):
         raise RuntimeError("training diverged (non-finite loss)")
+    if group is not None:
+        _check_ranks_agree(model, group)
     return losses
+
+
+def _check_ranks_agree(model: nn.Module, group: mx.distributed.Group) -> None:
+    """Raise unless every rank ended with the same weights (compared by a sum of all of them:
+    the same bits give the same sum), so a rank that drifted cannot pass for rank 0's model."""
+    total = mx.concatenate([p.reshape(-1) for _, p in tree_flatten(model.parameters())]).sum()
+    totals = mx.distributed.all_gather(total.reshape(1), group=group).tolist()
+    if len(set(totals)) != 1:
+        raise RuntimeError(f"data-parallel ranks ended with different weights (sums {totals})")

@@ -251,3 +251,10 @@ def test_later_stages_continue_the_earlier_ones_without_changing_them(tokenizer_
     moved = [not mx.array_equal(a, b).item() for (_, a), (_, b) in
              zip(tree_flatten(one.parameters()), tree_flatten(two.parameters()))]
     assert any(moved)
+
+
+def test_a_recipe_splits_its_rows_evenly_over_its_ranks():
+    assert build.Recipe(ranks=2).ranks == 2
+    for ranks in (0, 3):
+        with pytest.raises(ValueError, match="ranks must be a divisor of rows"):
+            build.Recipe(ranks=ranks)
