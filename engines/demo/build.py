@@ -89,6 +89,9 @@ class Recipe:
     copy_learning_rate: float = 1e-3
     copy_invented: float = 1.0
     copy_drill_fraction: float = 0.25
+    # Share of the made-up cities of stages three and four that start like a training city and
+    # go on otherwise (corpus.ArgumentSource.decoy_city).
+    copy_decoys: float = 0.0
     # Stage four (issue 21): manners, a last warm restart on a stream where a share of the chat
     # exchanges are greetings in many phrasings and requests beyond the demo answered with
     # what it can do (corpus.chat_exchange's ``beyond``), and each turn's <|im_end|> weighs
@@ -101,6 +104,7 @@ class Recipe:
     polish_end_weight: float = 4.0
     polish_invented: float = 0.8
     polish_drill_fraction: float = 0.08
+    polish_decoys: float = 0.0
 
     def __post_init__(self) -> None:
         if self.ranks < 1 or self.rows % self.ranks:
@@ -265,18 +269,19 @@ def train_model(out_dir: Path, config: dict[str, Any], *, seed: int, recipe: Rec
     if recipe.copy_steps:
         losses += warm_restart(model, config, out_dir, seed + COPY_STREAM_OFFSET, recipe, steps=recipe.copy_steps,
                                learning_rate=recipe.copy_learning_rate, invented=recipe.copy_invented,
-                               drill_fraction=recipe.copy_drill_fraction, group=group)
+                               drill_fraction=recipe.copy_drill_fraction, decoys=recipe.copy_decoys, group=group)
     if recipe.polish_steps:
         losses += warm_restart(model, config, out_dir, seed + POLISH_STREAM_OFFSET, recipe, steps=recipe.polish_steps,
                                learning_rate=recipe.polish_learning_rate, invented=recipe.polish_invented,
                                drill_fraction=recipe.polish_drill_fraction, beyond=recipe.polish_beyond,
-                               end_weight=recipe.polish_end_weight, group=group)
+                               end_weight=recipe.polish_end_weight, decoys=recipe.polish_decoys, group=group)
     return model, losses
 
 
 def warm_restart(model, config: dict[str, Any], out_dir: Path, stream_seed: int, recipe: Recipe, *, steps: int,
                  learning_rate: float, invented: float, drill_fraction: float, beyond: float = 0.0,
-                 end_weight: float = 1.0, group: mx.distributed.Group | None = None) -> list[float]:
+                 end_weight: float = 1.0, decoys: float = 0.0,
+                 group: mx.distributed.Group | None = None) -> list[float]:
     """A later stage on ``model``'s weights: a fresh AdamW with a short warmup and a cosine
     cycle of ``steps`` on the stream of ``stream_seed``, answer words from a tool result
     weighted as in stage two; returns its losses."""
@@ -285,12 +290,13 @@ def warm_restart(model, config: dict[str, Any], out_dir: Path, stream_seed: int,
     settings = train.TrainConfig(steps=steps, learning_rate=learning_rate, warmup=RESTART_WARMUP)
     return _stage(model, config, out_dir, stream_seed, recipe, settings, result_weight=recipe.restart_result_weight,
                   invented=invented, beyond=beyond, end_weight=end_weight, drill_fraction=drill_fraction,
-                  group=group)
+                  decoys=decoys, group=group)
 
 
 def _stage(model, config: dict[str, Any], out_dir: Path, stream_seed: int, recipe: Recipe, settings, *,
            result_weight: float, invented: float, beyond: float = 0.0, end_weight: float = 1.0,
-           drill_fraction: float | None = None, group: mx.distributed.Group | None = None) -> list[float]:
+           drill_fraction: float | None = None, decoys: float = 0.0,
+           group: mx.distributed.Group | None = None) -> list[float]:
     """Train ``model`` for one stage on the batch stream of ``stream_seed``."""
     from engines.demo import circuit, data, train
 
@@ -300,7 +306,7 @@ def _stage(model, config: dict[str, Any], out_dir: Path, stream_seed: int, recip
         context_weight=recipe.context_weight, copy_weight=recipe.copy_weight,
         decision_weight=recipe.decision_weight, result_weight=result_weight, end_weight=end_weight,
         drill_fraction=recipe.drill_fraction if drill_fraction is None else drill_fraction,
-        long_fraction=recipe.long_fraction, invented=invented, beyond=beyond,
+        long_fraction=recipe.long_fraction, invented=invented, beyond=beyond, decoys=decoys,
     )
     batches = data.prefetch(stream)
     try:

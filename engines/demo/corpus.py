@@ -40,6 +40,8 @@ WEATHER_TOOL = _tool("get_weather", "Get the current weather in a city.", {"city
 SEARCH_TOOL = _tool("web_search", "Search the web and return the top results.", {"query": "The search query."})
 FILE_TOOL = _tool("read_file", "Read a text file from the workspace.", {"path": "Path of the file to read."})
 CORE_TOOLS = {"weather": WEATHER_TOOL, "search": SEARCH_TOOL, "file": FILE_TOOL}
+# The training cities a decoy can start from (a two-word name's first letters end in a space).
+SINGLE_WORD_TRAIN_CITIES = tuple(c for c in lx.TRAIN_CITIES if " " not in c)
 # Tools that are offered but never needed: the model must pick the relevant one by name.
 DISTRACTOR_TOOLS = (
     _tool("get_time", "Get the current time in a timezone.", {"timezone": "IANA timezone name."}),
@@ -74,12 +76,16 @@ class ArgumentSource:
             argument in closed word lists, which a model this small learns to copy reliably
             within minutes; made-up words teach copying of anything, which it learns only
             sometimes (see README.md).
+        decoys: Share of the made-up cities that are decoys (``decoy_city``). Zero draws
+            nothing extra from ``rng``, so the stream is the one without them.
     """
 
-    def __init__(self, rng: random.Random, *, heldout: bool = False, invented: float = 0.0) -> None:
+    def __init__(self, rng: random.Random, *, heldout: bool = False, invented: float = 0.0,
+                 decoys: float = 0.0) -> None:
         self.rng = rng
         self.heldout = heldout
         self.invented = invented
+        self.decoys = decoys
 
     def invented_name(self) -> str:
         """A pronounceable made-up word such as "Velkora" that no list contains."""
@@ -98,8 +104,33 @@ class ArgumentSource:
             return self.rng.choice(lx.HELDOUT_CITIES)
         if self.rng.random() >= self.invented:
             return self.rng.choice(lx.TRAIN_CITIES)
+        if self.decoys and self.rng.random() < self.decoys:
+            return self.decoy_city()
         name = self.invented_name()
         return f"{self.rng.choice(lx.PLACE_PREFIXES)} {name}" if self.rng.random() < 0.2 else name
+
+    def decoy_city(self) -> str:
+        """A made-up city that starts like a training city and goes on otherwise: its first
+        letters and an invented tail ("Osvelk"), the whole name and a few letters more
+        ("Osloma"), or the name and an invented word ("Tokyo Brenax").
+
+        Where the demo model fails to copy a held-out city, the piece it gets wrong is the one
+        where a training name would end or go on (after "Os", "lo" outvotes Osaka's "a"; after
+        "Kuala" the closing quote outvotes the space: engines/demo/README.md, "Why the held-out
+        misses miss"). Decoys make that the piece to read from the request.
+        """
+        city = self.rng.choice(SINGLE_WORD_TRAIN_CITIES)
+        shape = self.rng.randrange(3)
+        while True:
+            tail = self.invented_name()
+            if shape == 0:
+                name = city[: self.rng.randint(2, 4)] + tail.lower()
+            elif shape == 1:
+                name = city + tail.lower()[: self.rng.randint(1, 3)]
+            else:
+                name = f"{city} {tail}"
+            if not any(held.lower() in name.lower() for held in lx.HELDOUT_CITIES):
+                return name
 
     def query(self) -> str:
         """Two to four search words, sometimes with an invented one mixed in."""
@@ -340,11 +371,11 @@ def make_conversation(
 
 def conversations(
     seed: int, count: int, *, long_fraction: float = 0.0, drill_fraction: float = 0.15, invented: float = 0.0,
-    beyond: float = 0.0,
+    beyond: float = 0.0, decoys: float = 0.0,
 ) -> list[Conversation]:
     """``count`` training conversations drawn from a private RNG seeded with ``seed``."""
     rng = random.Random(seed)
-    args = ArgumentSource(rng, invented=invented)
+    args = ArgumentSource(rng, invented=invented, decoys=decoys)
     return [make_conversation(rng, args, long_prompt=rng.random() < long_fraction, drill_fraction=drill_fraction,
                               beyond=beyond)
             for _ in range(count)]

@@ -250,6 +250,7 @@ def batch_stream(
     drill_fraction: float = 0.15,
     invented: float = 0.0,
     beyond: float = 0.0,
+    decoys: float = 0.0,
 ) -> Iterator[Batch]:
     """Endless, deterministic stream of packed batches of fresh conversations.
 
@@ -264,7 +265,7 @@ def batch_stream(
     tokenizer = Tokenizer.from_file(str(tokenizer_path))
     for k in range(1 << 30):
         convs = conversations(seed * 1_000_003 + k, chunk, long_fraction=long_fraction, drill_fraction=drill_fraction,
-                              invented=invented, beyond=beyond)
+                              invented=invented, beyond=beyond, decoys=decoys)
         texts = (render(c, template) for c in convs)
         examples = [e for e in encode(texts, tokenizer, context_weight=context_weight, copy_weight=copy_weight,
                                       decision_weight=decision_weight, result_weight=result_weight,

@@ -22,6 +22,7 @@ import dataclasses
 import json
 import logging
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -83,30 +84,36 @@ def start_ranks(ranks: int, tokenizer_dir: Path, config: dict[str, Any], *, seed
     if ranks == 1:
         yield None
         return
-    with tempfile.TemporaryDirectory(prefix="rapidmlx-demo-ranks-") as scratch:
-        hostfile = Path(scratch) / "hosts.json"
+    scratch = Path(tempfile.mkdtemp(prefix="rapidmlx-demo-ranks-"))
+    children, stopping = [], threading.Event()
+    try:
+        hostfile = scratch / "hosts.json"
         hostfile.write_text(json.dumps([[f"{LOOPBACK}:{port}"] for port in _free_ports(ranks)]))
         job = json.dumps({"tokenizer_dir": str(tokenizer_dir), "config": config, "seed": seed,
                           "recipe": dataclasses.asdict(recipe), "parent": os.getpid()})
-        children, stopping = [], threading.Event()
-        try:
-            for rank in range(1, ranks):
-                env = {**os.environ, "MLX_RANK": str(rank), "MLX_HOSTFILE": str(hostfile)}
-                child = subprocess.Popen([sys.executable, "-m", "engines.demo.ranks", job], env=env,
-                                         stdin=subprocess.DEVNULL)
-                children.append(child)
-                threading.Thread(target=_fail_when_a_rank_fails, args=(child, rank, stopping),
-                                 name=f"demo-rank-{rank}", daemon=True).start()
-            logger.info("training on %d data-parallel ranks (ring on loopback, one process per rank)", ranks)
-            yield _join_group(0, hostfile)
-            for child in children:
-                child.wait(timeout=120)
-        finally:
-            stopping.set()
-            for child in children:
-                if child.poll() is None:
-                    child.kill()
-                    child.wait()
+        for rank in range(1, ranks):
+            env = {**os.environ, "MLX_RANK": str(rank), "MLX_HOSTFILE": str(hostfile)}
+            child = subprocess.Popen([sys.executable, "-m", "engines.demo.ranks", job], env=env,
+                                     stdin=subprocess.DEVNULL)
+            children.append(child)
+            threading.Thread(target=_fail_when_a_rank_fails, args=(child, rank, stopping),
+                             name=f"demo-rank-{rank}", daemon=True).start()
+        logger.info("training on %d data-parallel ranks (ring on loopback, one process per rank)", ranks)
+        group = _join_group(0, hostfile)
+        # Every rank has read the hostfile once the ring is up. Removed now, it does not outlive
+        # a build that ends by os._exit (a rank failed) or by a kill, where no cleanup runs.
+        shutil.rmtree(scratch)
+        yield group
+        for child in children:
+            child.wait(timeout=120)
+    finally:
+        stopping.set()
+        if scratch.exists():
+            shutil.rmtree(scratch)
+        for child in children:
+            if child.poll() is None:
+                child.kill()
+                child.wait()
 
 
 def _exit_with_parent(parent: int) -> None:

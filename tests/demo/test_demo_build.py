@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import random
 import re
@@ -32,6 +33,26 @@ def test_conversations_are_deterministic_and_never_mention_heldout_values():
         assert not re.search(rf"\b{re.escape(value)}\b", text), value
     for path in lx.HELDOUT_FILE_NAMES:
         assert path not in text
+
+
+def test_decoy_cities_start_like_a_training_city_and_never_contain_a_heldout_one():
+    names = [corpus.ArgumentSource(random.Random(seed), invented=1.0, decoys=1.0).city() for seed in range(400)]
+    assert all(any(n.startswith(c[:2]) for c in corpus.SINGLE_WORD_TRAIN_CITIES) for n in names)
+    assert not set(names) & set(lx.TRAIN_CITIES)  # decoys, not training cities
+    assert any(" " in n for n in names) and any(n[:-1] in lx.TRAIN_CITIES for n in names)  # all three shapes
+    for name in names:
+        assert not any(held.lower() in name.lower() for held in lx.HELDOUT_CITIES), name
+
+    def digest(**settings) -> str:
+        return hashlib.sha256(json.dumps([c.messages for c in corpus.conversations(seed=5, count=80, **settings)])
+                              .encode()).hexdigest()
+
+    # Without decoys, stages three and four draw the streams they drew before decoys existed
+    # (digests taken then): not one extra draw, so the shipped recipe still builds the shipped weights.
+    copying, manners = dict(invented=1.0, drill_fraction=0.25), dict(invented=0.8, beyond=0.3, drill_fraction=0.08)
+    assert digest(**copying, decoys=0.0) == "84c4b14c7cd80ce4f2c898995cfcb5a2cff0982869c82342f6f7166adfd39d35"
+    assert digest(**manners, decoys=0.0) == "5a22ae93f5896c6deb46783af4d20523fcec3cdd3bd4a76d3d7b4177ff05c308"
+    assert digest(**manners, decoys=0.3) != digest(**manners, decoys=0.0)
 
 
 def test_split_targets_marks_only_turns_the_model_must_write():

@@ -57,13 +57,15 @@ def _gone(pid: int) -> bool:
 
 
 def _start_long_build(tmp_path: Path) -> tuple[subprocess.Popen, int, Path]:
-    """A build of 400 steps on two ranks, once its second rank is training; returns it and that rank's pid."""
+    """A build of 400 steps on two ranks, once its second rank is training; returns it and that rank's pid.
+    Its temporary files go to ``tmp_path / "tmp"``."""
     log = tmp_path / "build.log"
+    (tmp_path / "tmp").mkdir()
     build = subprocess.Popen(
         [sys.executable, "-m", "router.cli", "demo", "build", "--out", str(tmp_path / "out"), "--no-quantized",
          "--no-eval", "--steps", "400", "--restart-steps", "0", "--copy-steps", "0", "--polish-steps", "0",
          "--ranks", "2"],
-        stdout=subprocess.DEVNULL, stderr=log.open("w"))
+        stdout=subprocess.DEVNULL, stderr=log.open("w"), env={**os.environ, "TMPDIR": str(tmp_path / "tmp")})
     deadline = time.monotonic() + 120
     while "step 25/400" not in log.read_text():
         assert build.poll() is None, log.read_text()
@@ -80,6 +82,9 @@ def test_a_rank_that_dies_ends_the_build_with_an_error(tmp_path):
     assert build.wait(timeout=60) == 1
     assert "rank 1 exited with status -9; stopping the build" in log.read_text()
     assert not (tmp_path / "out" / "model.safetensors").exists()
+    # The ring's hostfile went once the ranks had joined: a build ended this way leaves none of
+    # its files in /tmp (MLX keeps a directory of its own there).
+    assert not list((tmp_path / "tmp").glob("rapidmlx-*"))
 
 
 def test_a_rank_exits_when_its_build_is_gone(tmp_path):
@@ -90,3 +95,4 @@ def test_a_rank_exits_when_its_build_is_gone(tmp_path):
     while not _gone(rank):
         assert time.monotonic() < deadline, "rank 1 outlived its build"
         time.sleep(0.2)
+    assert not list((tmp_path / "tmp").glob("rapidmlx-*"))
