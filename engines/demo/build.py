@@ -58,6 +58,9 @@ class Recipe:
     length: int = 512  # tokens per sequence; longer conversations are skipped
     learning_rate: float = 3e-3
     vocab_size: int = 1024
+    # The space inside a multi-word name ("Kuala Lumpur") is its own token, joined to the next
+    # word's capital (NAME_RUN_PATTERN): a plain space then only ever follows a whole name.
+    name_spaces: bool = False
     context_weight: float = 0.1  # loss weight of prompt tokens (assistant tokens weigh 1)
     copy_weight: float = 4.0  # loss weight of tool names and argument values
     decision_weight: float = 4.0  # loss weight of the tokens that open a turn (data.DECISION_TOKENS)
@@ -127,6 +130,17 @@ RESTART_STREAM_OFFSET = 102
 # {"city": "Reykjavik"} then share the tokens of "Reykjavik", so copying a word from the
 # request into the JSON arguments (and back into the answer) is an exact token copy.
 SPLIT_PATTERN = r"'s|'t|'re|'ve|'m|'ll|'d|\p{L}+|\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"
+# With ``Recipe.name_spaces``: capitalised words in a row ("Kuala Lumpur", "Salt Lake City") are
+# cut out first, and inside them each space goes with the capital after it (" L", " C"). Copying
+# a held-out city used to fail at its inner space: the request's plain space after a one-word
+# city ("in Munich today") is the same token, and the model had learned to close the value
+# there. Now a plain space never continues a name and " L" always does, in the request and in
+# the call alike (engines/demo/README.md, "Spaces inside names").
+NAME_RUN_PATTERN = r"\p{Lu}\p{L}*(?: \p{Lu}\p{L}*)*"
+NAME_SPLIT_PATTERN = r" \p{Lu}|" + SPLIT_PATTERN
+# Each " A" ... " Z" must be one token whatever the corpus: a line of the letter repeated
+# makes the pair the most frequent one BPE sees, and adds no other merge.
+NAME_SPACE_LINE_REPEATS = 2000
 
 
 def model_config(vocab_size: int, *, hidden_size: int = 128, num_layers: int = 3) -> dict[str, Any]:
@@ -160,11 +174,14 @@ def model_config(vocab_size: int, *, hidden_size: int = 128, num_layers: int = 3
     }
 
 
-def build_tokenizer(out_dir: Path, *, seed: int, vocab_size: int = 1024, count: int = 3000) -> int:
+def build_tokenizer(out_dir: Path, *, seed: int, vocab_size: int = 1024, count: int = 3000,
+                    name_spaces: bool = False) -> int:
     """Train the BPE on rendered training conversations and write the tokenizer files.
 
     Special and markup tokens are cut out of the text first: they are whole tokens of their
-    own, and BPE merges spent on their pieces would be wasted.
+    own, and BPE merges spent on their pieces would be wasted. With ``name_spaces`` the
+    space before each further word of a capitalised name is one token with its capital
+    (``NAME_RUN_PATTERN``).
 
     Returns:
         The vocabulary size.
@@ -175,7 +192,11 @@ def build_tokenizer(out_dir: Path, *, seed: int, vocab_size: int = 1024, count: 
     template = data.chat_template()
     markers = re.compile("|".join(re.escape(t) for t in SPECIAL_TOKENS + MARKUP_TOKENS))
     texts = [markers.sub("\n", data.render(c, template)) for c in corpus.conversations(seed + 7919, count)]
-    vocab = write_tokenizer(out_dir, vocab_size=vocab_size, seed=seed, corpus=texts, split_pattern=SPLIT_PATTERN)
+    patterns: list[str] = [SPLIT_PATTERN]
+    if name_spaces:
+        patterns = [NAME_RUN_PATTERN, NAME_SPLIT_PATTERN]
+        texts += [" ".join([chr(c)] * NAME_SPACE_LINE_REPEATS) for c in range(ord("A"), ord("Z") + 1)]
+    vocab = write_tokenizer(out_dir, vocab_size=vocab_size, seed=seed, corpus=texts, split_pattern=patterns)
     config_path = out_dir / "tokenizer_config.json"
     tokenizer_config = json.loads(config_path.read_text())
     # The template has no "tool_call.name" string, so mlx-lm would not infer the parser.
@@ -469,7 +490,8 @@ def build_demo(
     started = time.perf_counter()
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    config = model_config(build_tokenizer(out_dir, seed=seed, vocab_size=recipe.vocab_size))
+    config = model_config(build_tokenizer(out_dir, seed=seed, vocab_size=recipe.vocab_size,
+                                          name_spaces=recipe.name_spaces))
     with start_ranks(recipe.ranks, out_dir, config, seed=seed, recipe=recipe) as group:
         model, losses = train_model(out_dir, config, seed=seed, recipe=recipe, group=group)
     save_model(out_dir, model)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import random
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -49,7 +49,7 @@ def write_tokenizer(
     seed: int = 0,
     eos_token: str = "<|im_end|>",
     corpus: Iterable[str] | None = None,
-    split_pattern: str | None = None,
+    split_pattern: str | Sequence[str] | None = None,
     markup_tokens: bool = True,
 ) -> int:
     """Train a byte-level BPE tokenizer and write tokenizer.json + tokenizer_config.json.
@@ -61,8 +61,9 @@ def write_tokenizer(
             turn this off: a random model emitting them would send its output through the
             tool-call and reasoning parsers, which hold text back.
         split_pattern: Pre-tokenization regex replacing GPT-2's (pieces are isolated, then
-            byte-mapped). The demo model uses one that keeps spaces off words, so a word
-            has the same tokens after a space and after a quote.
+            byte-mapped), or several applied in turn (each to the pieces of the one before).
+            The demo model uses one that keeps spaces off words, so a word has the same
+            tokens after a space and after a quote.
 
     Returns:
         The vocabulary size actually produced (special and added tokens included).
@@ -72,8 +73,9 @@ def write_tokenizer(
     tokenizer = Tokenizer(models.BPE())
     tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     if split_pattern is not None:
+        patterns = [split_pattern] if isinstance(split_pattern, str) else list(split_pattern)
         tokenizer.pre_tokenizer = pre_tokenizers.Sequence([
-            pre_tokenizers.Split(Regex(split_pattern), behavior="isolated"),
+            *(pre_tokenizers.Split(Regex(pattern), behavior="isolated") for pattern in patterns),
             pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
         ])
     tokenizer.decoder = decoders.ByteLevel()

@@ -24,6 +24,13 @@ def tokenizer_dir(tmp_path_factory):
     return out
 
 
+@pytest.fixture(scope="module")
+def name_space_tokenizer_dir(tmp_path_factory):
+    out = tmp_path_factory.mktemp("demo-tokenizer-name-spaces")
+    build.build_tokenizer(out, seed=0, count=300, name_spaces=True)
+    return out
+
+
 def test_conversations_are_deterministic_and_never_mention_heldout_values():
     first = corpus.conversations(seed=3, count=200)
     again = corpus.conversations(seed=3, count=200)
@@ -85,14 +92,35 @@ def test_argument_spans_cover_values_and_closing_quote():
     assert [segment[a:b] for a, b in data.argument_spans(segment)] == ['web_search"', "query", 'jazz news"']
 
 
-def test_city_has_the_same_tokens_in_request_and_arguments(tokenizer_dir):
-    tok = Tokenizer.from_file(str(tokenizer_dir / "tokenizer.json"))
+@pytest.mark.parametrize("tokenizer", ["tokenizer_dir", "name_space_tokenizer_dir"])
+def test_city_has_the_same_tokens_in_request_and_arguments(tokenizer, request):
+    tok = Tokenizer.from_file(str(request.getfixturevalue(tokenizer) / "tokenizer.json"))
     for city in lx.HELDOUT_CITIES:
         in_request = tok.encode(f"What's the weather in {city}?").ids
         in_json = tok.encode(json.dumps({"city": city})).ids
         city_ids = tok.encode(city).ids
         assert any(in_request[i:i + len(city_ids)] == city_ids for i in range(len(in_request))), city
         assert any(in_json[i:i + len(city_ids)] == city_ids for i in range(len(in_json))), city
+
+
+def test_a_space_inside_a_name_is_not_the_space_after_one(name_space_tokenizer_dir, tokenizer_dir):
+    """With ``Recipe.name_spaces`` the space before a name's next capitalised word is one token
+    with that capital, for every capital, so "Kuala" + " L" continues a name where "Munich" +
+    " " never does; without it, both are the plain space."""
+    tok = Tokenizer.from_file(str(name_space_tokenizer_dir / "tokenizer.json"))
+
+    def pieces(text: str) -> list[str]:
+        return [tok.id_to_token(i) for i in tok.encode(text, add_special_tokens=False).ids]
+
+    for letter in map(chr, range(ord("A"), ord("Z") + 1)):
+        assert tok.token_to_id("Ġ" + letter) is not None, letter
+    assert "ĠL" in pieces("the weather in Kuala Lumpur today") and "ĠC" in pieces("Salt Lake City")
+    for text in ("weather in Munich today", "Check the forecast for Osaka please.", "Is it cold in Oslo?"):
+        ids = tok.encode(text, add_special_tokens=False).ids
+        assert [tok.id_to_token(i) for i in ids].count("Ġ") == text.count(" "), text
+    assert pieces("Rio de Janeiro").count("Ġ") == 2  # a lower-case word in between ends the name run
+    plain = Tokenizer.from_file(str(tokenizer_dir / "tokenizer.json"))
+    assert plain.token_to_id("Ġ") in plain.encode("Kuala Lumpur", add_special_tokens=False).ids
 
 
 def test_pack_keeps_examples_whole_and_apart(tokenizer_dir):
