@@ -10,16 +10,21 @@ from __future__ import annotations
 
 import re
 
+import numpy as np
 import pytest
 
-from engines.demo import build, corpus, evaluate
+from engines.demo import build, corpus, data, evaluate
 from engines.demo import lexicon as lx
 
-# Chunks of 512 conversations each stream draws from: a chunk packs into 20-23 batches
-# (measured on the shipped tokenizer), so a build's 700, 500 and (``--polish-steps 150``)
-# 150 steps consume at most 35, 25 and 8 chunks, and 45 of each is a superset.
-STREAM_CHUNKS = 45
+# Each stream draws chunks of 512 conversations, and a chunk packs into 20-23 batches of the
+# shipped tokenizer (at least MIN_BATCHES_PER_CHUNK, checked below), so a stage of N steps
+# reads at most N / MIN_BATCHES_PER_CHUNK chunks of its stream, and one more is a superset.
 CHUNK = 512
+MIN_BATCHES_PER_CHUNK = 18
+
+
+def _stream_chunks(steps: int) -> int:
+    return -(-steps // MIN_BATCHES_PER_CHUNK) + 1
 
 
 def _normal(text: str) -> str:
@@ -34,17 +39,40 @@ def _training_user_texts() -> set[str]:
     superset), and of the tokenizer's corpus."""
     recipe = build.Recipe()
     texts: set[str] = set()
-    streams = ((0, recipe.invented, 0.0, recipe.drill_fraction),
-               (build.RESTART_STREAM_OFFSET, recipe.restart_invented, 0.0, recipe.drill_fraction),
-               (build.COPY_STREAM_OFFSET, recipe.copy_invented, 0.0, recipe.copy_drill_fraction),
-               (build.POLISH_STREAM_OFFSET, recipe.polish_invented, recipe.polish_beyond, recipe.polish_drill_fraction))
-    for stream_seed, invented, beyond, drills in streams:
-        for k in range(STREAM_CHUNKS):
+    for stream_seed, steps, invented, beyond, drills in _streams(recipe):
+        for k in range(_stream_chunks(steps)):
             convs = corpus.conversations(stream_seed * 1_000_003 + k, CHUNK, long_fraction=recipe.long_fraction,
                                          drill_fraction=drills, invented=invented, beyond=beyond)
             texts |= {_normal(m["content"]) for c in convs for m in c.messages if m["role"] == "user"}
     texts |= {_normal(m["content"]) for c in corpus.conversations(7919, 3000) for m in c.messages if m["role"] == "user"}
     return texts
+
+
+def _streams(recipe: build.Recipe) -> tuple[tuple[int, int, float, float, float], ...]:
+    """(stream seed, steps, invented, beyond, drill fraction) of the build's four stages."""
+    return ((0, recipe.steps, recipe.invented, 0.0, recipe.drill_fraction),
+            (build.RESTART_STREAM_OFFSET, recipe.restart_steps, recipe.restart_invented, 0.0, recipe.drill_fraction),
+            (build.COPY_STREAM_OFFSET, recipe.copy_steps, recipe.copy_invented, 0.0, recipe.copy_drill_fraction),
+            (build.POLISH_STREAM_OFFSET, recipe.polish_steps, recipe.polish_invented, recipe.polish_beyond,
+             recipe.polish_drill_fraction))
+
+
+def test_a_chunk_of_each_stream_packs_into_enough_batches_for_the_leak_check():
+    """``_training_user_texts`` reads as many chunks as a stage's steps need at
+    MIN_BATCHES_PER_CHUNK batches each; a chunk that packed into fewer would leave training
+    text unchecked."""
+    from tokenizers import Tokenizer
+
+    recipe = build.Recipe()
+    tokenizer = Tokenizer.from_file(str(build.ARTIFACT_DIR / "tokenizer.json"))
+    template = data.chat_template()
+    for stream_seed, _, invented, beyond, drills in _streams(recipe):
+        convs = corpus.conversations(stream_seed * 1_000_003, CHUNK, long_fraction=recipe.long_fraction,
+                                     drill_fraction=drills, invented=invented, beyond=beyond)
+        examples = [e for e in data.encode((data.render(c, template) for c in convs), tokenizer)
+                    if len(e.ids) <= recipe.length + 1]
+        batches = data.pack(examples, recipe.rows, recipe.length, np.random.default_rng([stream_seed, 0]))
+        assert len(batches) >= MIN_BATCHES_PER_CHUNK, (stream_seed, len(batches))
 
 
 def test_unseen_prompts_are_at_least_200_and_never_in_training():
