@@ -130,7 +130,7 @@ def test_tool_calls_are_well_formed(report):
 
 def test_arguments_are_copied_for_seen_values(report):
     assert report["groups"]["call_weather/seen"]["right_arguments"] >= 0.95  # measured 1.0
-    assert report["argument_accuracy_seen"] >= 0.9  # measured 0.96 (search and file values are harder)
+    assert report["argument_accuracy_seen"] >= 0.9  # measured 0.94 (search and file values are harder)
 
 
 def test_held_out_values_are_copied_often(report):
@@ -169,7 +169,7 @@ def test_answers_after_a_tool_result_state_what_it_returned(report):
     assert answers["states_condition"] >= 0.85  # measured 0.93 (a guess among nine would be 0.11)
     assert answers["uses_result"] >= 0.7  # measured 0.8: all three in one answer
     held_out = report["groups"]["answer_after_result/heldout"]
-    assert held_out["states_city"] >= 0.5  # measured 0.6: a city it has never seen, read from the result
+    assert held_out["states_city"] >= 0.7  # measured 0.8: a city it has never seen, read from the result
 
 
 def test_thinking_mode_opens_with_a_think_block(report):
@@ -184,7 +184,7 @@ def test_quantized_artifact_loads_and_calls_tools():
     outputs = evaluate.generate(QUANTIZED, cases)
     scores = [evaluate.score(c, text, stopped) for c, (text, stopped) in zip(cases, outputs)]
     assert sum(s["well_formed"] for s in scores) / len(scores) >= 0.95  # measured 1.0
-    assert sum(s["right_arguments"] for s in scores) / len(scores) >= 0.85  # measured 0.9
+    assert sum(s["right_arguments"] for s in scores) / len(scores) >= 0.9  # measured 1.0
 
 
 def test_config_allows_agent_sized_prompts():
