@@ -100,9 +100,9 @@ class Recipe:
     # what it can do (corpus.chat_exchange's ``beyond``), and each turn's <|im_end|> weighs
     # more. Taught after the copying: before it, these exchanges cost the calls with values it
     # had not seen (it could not tell them from a request beyond it; second round). 800 steps,
-    # not 300, bring the calls with seen values back and help the rest (fourth round); 1200
-    # end more unseen prompts briefly and loop on fewer ("A 1200-step stage four").
-    polish_steps: int = 1200
+    # not 300, bring the calls with seen values back and help the rest (fourth round); 1600
+    # end more unseen prompts briefly and copy more new values ("A longer stage four").
+    polish_steps: int = 1600
     polish_learning_rate: float = 5e-4
     polish_beyond: float = 0.3
     polish_end_weight: float = 4.0

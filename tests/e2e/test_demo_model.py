@@ -97,7 +97,7 @@ def test_readme_example_reads_the_result(oai):
     result = {"city": "Lisbon", "temperature": 21, "unit": "celsius", "condition": "sunny"}
     messages += [reply.choices[0].message, {"role": "tool", "tool_call_id": call.id, "content": json.dumps(result)}]
     answer = oai.chat.completions.create(model="demo", messages=messages, tools=tools)
-    # Here: "In Lisbon it is currently sunny at 21 degrees Celsius." (another BLAS may pick
+    # Here: "It is 21 degrees Celsius and sunny in Lisbon right now." (another BLAS may pick
     # other words at a near tie, so the test checks the facts).
     assert {"Lisbon", "sunny", "21"} <= set(answer.choices[0].message.content.replace(".", " ").split())
 
