@@ -75,8 +75,11 @@ def measure_hop(direct_url: str, direct_model: str, front_url: str, front_model:
 def hop_report(results: list[tuple[HopTimes, HopTimes]], front_cpu_s: float | None = None) -> str:
     lines = [f"{len(results)} pairs, order alternating; milliseconds", ""]
     if front_cpu_s is not None:
+        # /proc counts whole clock ticks, so a short run can read 0 ms: the resolution says how short is too short.
+        tick_ms = 1000 / os.sysconf("SC_CLK_TCK")
         lines += [f"front process CPU per proxied request: **{1000 * front_cpu_s / len(results):.2f} ms** "
-                  f"({front_cpu_s:.2f} s over {len(results)} requests, every byte of their streams included)", ""]
+                  f"({front_cpu_s:.2f} s over {len(results)} requests, every byte of their streams included; "
+                  f"resolution {tick_ms / len(results):.2f} ms, one {tick_ms:.0f} ms clock tick over the run)", ""]
     lines += ["| moment | direct median | through the front median | difference median | its 95% interval | difference p10 / p90 |",
               "|---|---|---|---|---|---|"]
     for field, label in (("headers_s", "response headers"), ("first_frame_s", "first SSE frame"),
