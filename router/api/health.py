@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from litestar import Controller, Request, Response
+from litestar.di import NamedDependency
 from litestar.response import Redirect
 
 from router.http.browser import wants_html
@@ -21,7 +22,7 @@ class HealthController(Controller):
         return {"status": "ok"}
 
     @get_or_head("/ready")
-    async def ready(self, pool: ModelPool) -> Response[dict[str, Any]]:
+    async def ready(self, pool: NamedDependency[ModelPool]) -> Response[dict[str, Any]]:
         """Ready: every preloaded model serves; 503 until then, with each model's state."""
         states = {model_id: handle.state.value for model_id, handle in pool.handles.items()}
         ready = pool.is_ready()

@@ -6,6 +6,8 @@ from datetime import datetime, timezone
 from typing import Any
 
 from litestar import Controller
+from litestar.di import NamedDependency
+from litestar.params import FromPath
 
 from router.api.fleet import allowed_target
 from router.ops.auth.guard import current_key
@@ -41,7 +43,7 @@ class ModelsController(Controller):
     path = "/v1/models"
 
     @get_or_head()
-    async def list_models(self, pool: ModelPool, upstreams: Upstreams) -> dict[str, Any]:
+    async def list_models(self, pool: NamedDependency[ModelPool], upstreams: NamedDependency[Upstreams]) -> dict[str, Any]:
         key = current_key.get()
         targets = [pool.handles.get(model_id) or upstreams.get(model_id) for model_id in pool.config.models]
         data = [model_entry(target) for target in targets if target is not None and may_use(key, target.model_id, target.model_id)]
@@ -54,6 +56,7 @@ class ModelsController(Controller):
         }
 
     @get_or_head("/{model_name:path}")
-    async def retrieve(self, pool: ModelPool, upstreams: Upstreams, model_name: str) -> dict[str, Any]:
+    async def retrieve(self, pool: NamedDependency[ModelPool], upstreams: NamedDependency[Upstreams],
+                       model_name: FromPath[str]) -> dict[str, Any]:
         name = model_name.lstrip("/")
         return model_entry(allowed_target(pool, upstreams, name), name)

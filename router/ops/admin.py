@@ -15,6 +15,7 @@ from typing import Any
 
 from litestar import Controller, Response, post
 from litestar.connection import ASGIConnection
+from litestar.di import NamedDependency
 from litestar.handlers.base import BaseRouteHandler
 from litestar.params import FromPath
 
@@ -128,12 +129,13 @@ class AdminController(Controller):
     opt = {"admin": True}
 
     @get_or_head("/status")
-    async def status(self, pool: ModelPool, reloader: Reloader, upstreams: Upstreams, access: Access,
-                     metrics: Metrics) -> dict[str, Any]:
+    async def status(self, pool: NamedDependency[ModelPool], reloader: NamedDependency[Reloader],
+                     upstreams: NamedDependency[Upstreams], access: NamedDependency[Access],
+                     metrics: NamedDependency[Metrics]) -> dict[str, Any]:
         return await fleet_status(pool, reloader, upstreams, access, metrics)
 
     @post("/reload", status_code=200)
-    async def reload(self, reloader: Reloader) -> Response[dict[str, Any]]:
+    async def reload(self, reloader: NamedDependency[Reloader]) -> Response[dict[str, Any]]:
         """Reload the config file now; 400 with the errors (the last good config keeps serving)."""
         result = reloader.reload("api")
         if result.ok:
@@ -143,11 +145,11 @@ class AdminController(Controller):
         return Response({**result.as_dict(), "error": error}, status_code=400)
 
     @post("/models/{model_id:str}/load", status_code=200)
-    async def load(self, pool: ModelPool, model_id: FromPath[str]) -> dict[str, Any]:
+    async def load(self, pool: NamedDependency[ModelPool], model_id: FromPath[str]) -> dict[str, Any]:
         handle = await pool.load(model_id)
         return {"model": model_id, **await model_status(pool, handle)}
 
     @post("/models/{model_id:str}/unload", status_code=200)
-    async def unload(self, pool: ModelPool, model_id: FromPath[str]) -> dict[str, Any]:
+    async def unload(self, pool: NamedDependency[ModelPool], model_id: FromPath[str]) -> dict[str, Any]:
         handle = await pool.unload(model_id)
         return {"model": model_id, **await model_status(pool, handle)}

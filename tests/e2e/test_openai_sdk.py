@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import httpx
 import openai
 import pytest
 
@@ -27,9 +28,11 @@ def chat_text(client: openai.OpenAI, model: str, **kwargs) -> str:
     return reply.choices[0].message.content
 
 
-def test_list_and_retrieve_models(client):
+def test_list_and_retrieve_models(server, client):
     assert [m.id for m in client.models.list().data] == ["qwen", "llama"]
     assert client.models.retrieve("claude-sonnet-9").id == "claude-sonnet-9"
+    # Hugging Face style names hold a slash: the path parameter takes it whole.
+    assert httpx.get(server.base_url + "/v1/models/claude-org/sonnet").json()["id"] == "claude-org/sonnet"
     with pytest.raises(openai.NotFoundError):
         client.models.retrieve("missing")
 

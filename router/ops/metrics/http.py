@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from litestar import Controller, Response
+from litestar.di import NamedDependency
 from litestar.types import Message, Scope
 from prometheus_client import generate_latest
 
@@ -42,7 +43,7 @@ class MetricsController(Controller):
     opt = {"metrics": True}
 
     @get_or_head()
-    async def scrape(self, metrics: Metrics, collector: PoolCollector) -> Response[bytes]:
+    async def scrape(self, metrics: NamedDependency[Metrics], collector: NamedDependency[PoolCollector]) -> Response[bytes]:
         await collector.refresh()
         # The text format every Prometheus reads; Litestar adds the charset.
         return Response(generate_latest(metrics.registry), media_type="text/plain; version=0.0.4")

@@ -13,6 +13,7 @@ import functools
 from importlib import resources
 
 from litestar import Controller, MediaType, Response
+from litestar.di import NamedDependency
 from litestar.exceptions import NotFoundException
 from litestar.params import FromPath
 
@@ -40,16 +41,18 @@ class StatusPageController(Controller):
     guards = [loopback_only]
 
     @get_or_head("/", opt={"open": True}, media_type=MediaType.HTML)
-    async def page(self, pool: ModelPool, reloader: Reloader, upstreams: Upstreams, access: Access,
-                   metrics: Metrics) -> Response[str]:
+    async def page(self, pool: NamedDependency[ModelPool], reloader: NamedDependency[Reloader],
+                   upstreams: NamedDependency[Upstreams], access: NamedDependency[Access],
+                   metrics: NamedDependency[Metrics]) -> Response[str]:
         keys = access.keys.enabled
         fragment = None if keys else status_fragment(await fleet_status(pool, reloader, upstreams, access, metrics))
         return Response(page(fragment=fragment, keys=keys, reloadable=reloader.path is not None), media_type=MediaType.HTML,
                         headers=PAGE_HEADERS)
 
     @get_or_head("/status", opt={"admin": True}, media_type=MediaType.HTML)
-    async def fragment(self, pool: ModelPool, reloader: Reloader, upstreams: Upstreams, access: Access,
-                       metrics: Metrics) -> Response[str]:
+    async def fragment(self, pool: NamedDependency[ModelPool], reloader: NamedDependency[Reloader],
+                       upstreams: NamedDependency[Upstreams], access: NamedDependency[Access],
+                       metrics: NamedDependency[Metrics]) -> Response[str]:
         status = await fleet_status(pool, reloader, upstreams, access, metrics)
         return Response(status_fragment(status), media_type=MediaType.HTML, headers=PAGE_HEADERS)
 
