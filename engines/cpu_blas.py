@@ -9,9 +9,11 @@ and Accelerate, and nothing here applies.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import platform
+import subprocess
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -21,7 +23,32 @@ logger = logging.getLogger(__name__)
 # Library names that mark a preload as a BLAS the user chose (OpenBLAS, BLIS, MKL).
 BLAS_NAMES = ("blas", "blis", "mkl")
 
-__all__ = ["BlasChoice", "choose_cpu_blas", "known_openblas_paths", "log_choice", "mlx_runs_on_cpu"]
+__all__ = [
+    "BlasChoice",
+    "best_openblas_kernels",
+    "choose_cpu_blas",
+    "cpu_flags",
+    "known_openblas_paths",
+    "log_choice",
+    "mlx_runs_on_cpu",
+    "on_x86_64",
+    "openblas_kernels",
+]
+
+# OpenBLAS's x86-64 kernel sets (``OPENBLAS_CORETYPE`` names), oldest first. A DYNAMIC_ARCH
+# build (Debian's, Fedora's) picks one from the CPU's model number; on a VM that hides it
+# ("Intel(R) Xeon(R) Processor") it falls back to Prescott's SSE3 kernels although the CPU has
+# AVX2 or AVX-512, and fp32 matmuls run at a third to a fifth of the speed (docs/benchmarks.md,
+# "OpenBLAS's kernels on a VM that hides its CPU model"). Sets off this line (Zen,
+# Bulldozer...) are OpenBLAS's informed pick for a CPU it knows, and are left alone.
+KERNEL_LADDER = ("Prescott", "Core2", "Penryn", "Dunnington", "Nehalem", "Sandybridge", "Haswell", "SkylakeX",
+                 "Cooperlake", "SapphireRapids")
+# The best set the CPU's flags allow, best first (as ``/proc/cpuinfo`` names the flags).
+# OpenBLAS itself falls back to an older set when the OS does not enable what one needs.
+KERNELS_BY_FLAGS = (
+    ("SkylakeX", frozenset({"avx512f", "avx512cd", "avx512bw", "avx512dq", "avx512vl"})),
+    ("Haswell", frozenset({"avx2", "fma"})),
+)
 
 
 def known_openblas_paths() -> tuple[str, ...]:
@@ -43,22 +70,87 @@ def mlx_runs_on_cpu() -> bool:
     return mx.default_device().type == mx.DeviceType.cpu
 
 
+def on_x86_64() -> bool:
+    """Whether this is an x86-64 machine, the one OpenBLAS's kernel names here describe."""
+    return platform.machine().lower() in ("x86_64", "amd64")
+
+
+def cpu_flags() -> frozenset[str]:
+    """The CPU's feature flags as Linux reports them (``avx2``, ``fma``...); empty elsewhere."""
+    try:
+        with open("/proc/cpuinfo") as info:
+            line = next((line for line in info if line.startswith("flags")), "")
+    except OSError:
+        return frozenset()
+    return frozenset(line.partition(":")[2].split())
+
+
+def best_openblas_kernels(flags: frozenset[str]) -> str | None:
+    """The newest kernel set of ``KERNELS_BY_FLAGS`` these flags run, or None (older CPUs)."""
+    return next((kernels for kernels, needs in KERNELS_BY_FLAGS if needs <= flags), None)
+
+
+# Run in a child so the router never loads a second BLAS into its own process.
+_PROBE = """import ctypes, sys
+corename = getattr(ctypes.CDLL(sys.argv[1]), "openblas_get_corename", None)
+if corename is not None:
+    corename.restype = ctypes.c_char_p
+    print((corename() or b"").decode())
+"""
+
+
+def openblas_kernels(library: str) -> str | None:
+    """The kernel set ``library`` picks on this machine when nothing names one, or None when it
+    is not an OpenBLAS (or will not load)."""
+    environ = {key: value for key, value in os.environ.items() if key not in ("OPENBLAS_CORETYPE", "LD_PRELOAD")}
+    try:
+        probe = subprocess.run([sys.executable, "-c", _PROBE, library], capture_output=True, text=True,
+                               timeout=30, env=environ, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        logger.debug("cpu_blas: could not ask %s for its kernels: %s", library, exc)
+        return None
+    return (probe.stdout.strip() or None) if probe.returncode == 0 else None
+
+
 @dataclass(frozen=True)
 class BlasChoice:
-    """What workers get: a library to preload (or none) and the reason, for the log."""
+    """What workers get: a library to preload (or none), the OpenBLAS kernel set to force (or
+    none: its own pick), and the reason, for the log."""
 
     library: str | None
     reason: str
     slow: bool = False  # MLX stays on its reference BLAS although it runs on the CPU
+    kernels: str | None = None
 
     def worker_env(self, environ: Mapping[str, str]) -> dict[str, str]:
         """The variables to set in a worker's environment on top of ``environ``."""
-        if self.library is None:
-            return {}
+        env: dict[str, str] = {}
         preloaded = environ.get("LD_PRELOAD", "")
-        if self.library in preloaded.split():
-            return {}
-        return {"LD_PRELOAD": f"{self.library} {preloaded}".strip()}
+        if self.library is not None and self.library not in preloaded.split():
+            env["LD_PRELOAD"] = f"{self.library} {preloaded}".strip()
+        if self.kernels is not None and not environ.get("OPENBLAS_CORETYPE"):
+            env["OPENBLAS_CORETYPE"] = self.kernels
+        return env
+
+
+def _with_better_kernels(choice: BlasChoice, library: str, environ: Mapping[str, str],
+                         flags: Callable[[], frozenset[str]], probe: Callable[[str], str | None]) -> BlasChoice:
+    """``choice`` forcing the kernel set this CPU's flags allow where ``library`` (an x86-64
+    OpenBLAS) would pick an older one on its own; ``choice`` as it is otherwise."""
+    if environ.get("OPENBLAS_CORETYPE"):  # the user's pick stands
+        return dataclasses.replace(choice, reason=f"{choice.reason}, with the kernels the environment names "
+                                                  f"(OPENBLAS_CORETYPE={environ['OPENBLAS_CORETYPE']})")
+    if not on_x86_64():
+        return choice  # other kernels than this ladder's
+    best = best_openblas_kernels(flags())
+    if best is None:
+        return choice
+    picked = probe(library)
+    if picked not in KERNEL_LADDER or KERNEL_LADDER.index(picked) >= KERNEL_LADDER.index(best):
+        return choice
+    reason = (f"{choice.reason}, with its {best} kernels (OPENBLAS_CORETYPE={best}: it picks {picked}'s on its own, "
+              f"which this CPU's flags outrun)")
+    return dataclasses.replace(choice, kernels=best, reason=reason)
 
 
 def choose_cpu_blas(
@@ -68,23 +160,29 @@ def choose_cpu_blas(
     system: str = sys.platform,
     candidates: Sequence[str] | None = None,
     cpu_backend: Callable[[], bool] = mlx_runs_on_cpu,
+    flags: Callable[[], frozenset[str]] = cpu_flags,
+    probe_kernels: Callable[[str], str | None] = openblas_kernels,
 ) -> BlasChoice:
     """Resolve ``[server] cpu_blas`` ("auto", "off" or a library path) for this machine."""
     if setting == "off":
         return BlasChoice(None, "cpu_blas = \"off\": workers keep MLX's bundled BLAS")
     if not system.startswith("linux"):
         return BlasChoice(None, f"not Linux ({system}): MLX uses the platform's own BLAS")
+
+    def kernels_for(choice: BlasChoice, library: str) -> BlasChoice:
+        return _with_better_kernels(choice, library, environ, flags, probe_kernels)
+
     if setting != "auto":
-        return BlasChoice(setting, f"workers preload {setting} (cpu_blas)")
+        return kernels_for(BlasChoice(setting, f"workers preload {setting} (cpu_blas)"), setting)
     if not cpu_backend():
         return BlasChoice(None, "MLX runs on a GPU here: no BLAS preload")
     already = [lib for lib in environ.get("LD_PRELOAD", "").split()
                if any(name in os.path.basename(lib).lower() for name in BLAS_NAMES)]
     if already:
-        return BlasChoice(None, f"LD_PRELOAD already has {already[0]}: workers inherit it")
+        return kernels_for(BlasChoice(None, f"LD_PRELOAD already has {already[0]}: workers inherit it"), already[0])
     for path in known_openblas_paths() if candidates is None else candidates:
         if os.path.isfile(path):
-            return BlasChoice(path, f"MLX runs on its CPU backend: workers preload {path}")
+            return kernels_for(BlasChoice(path, f"MLX runs on its CPU backend: workers preload {path}"), path)
     return BlasChoice(None, "MLX runs on its CPU backend with its bundled reference BLAS, and no system OpenBLAS "
                             "was found; installing one (Debian: apt-get install libopenblas0-pthread) makes fp32 "
                             "models ~45x faster", slow=True)

@@ -18,7 +18,6 @@ import dataclasses
 import json
 import logging
 import os
-import platform
 import re
 import shutil
 import sys
@@ -368,16 +367,11 @@ BUILD_KERNELS_NEED = frozenset({"avx2", "fma"})
 def kernels_to_pin(cpu_flags: frozenset[str] | None = None) -> str | None:
     """``BUILD_KERNELS`` where this CPU runs them and nobody chose a kernel set; None elsewhere
     (other architectures, older CPUs, ``OPENBLAS_CORETYPE`` already set)."""
-    if "OPENBLAS_CORETYPE" in os.environ or platform.machine().lower() not in ("x86_64", "amd64"):
+    from engines import cpu_blas
+
+    if os.environ.get("OPENBLAS_CORETYPE") or not cpu_blas.on_x86_64():
         return None
-    if cpu_flags is None:
-        try:
-            info = Path("/proc/cpuinfo").read_text()
-        except OSError:
-            return None
-        line = next((line for line in info.splitlines() if line.startswith("flags")), "")
-        cpu_flags = frozenset(line.partition(":")[2].split())
-    return BUILD_KERNELS if BUILD_KERNELS_NEED <= cpu_flags else None
+    return BUILD_KERNELS if BUILD_KERNELS_NEED <= (cpu_blas.cpu_flags() if cpu_flags is None else cpu_flags) else None
 
 
 def rerun_with_system_blas(argv: list[str], setting: str = "auto") -> None:

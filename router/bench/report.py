@@ -63,7 +63,8 @@ def markdown(result: BenchResult) -> str:
     lines = [f"# rapid-mlx bench {result.workload}", "",
              f"- date: {meta['date']}", f"- command: `{meta['command']}`", f"- machine: {meta['machine']}, Python {meta['python']}",
              f"- versions: {', '.join(f'{k} {v}' for k, v in meta['versions'].items() if v)}",
-             f"- LD_PRELOAD: {meta['ld_preload'] or '-'}; ideal cached tokens from {meta['ideal_from']}",
+             f"- LD_PRELOAD: {meta['ld_preload'] or '-'}; OPENBLAS_CORETYPE: {meta.get('openblas_coretype') or '-'}; "
+             f"ideal cached tokens from {meta['ideal_from']}",
              f"- targets: " + "; ".join(f"**{t.label}** `{t.launch or t.base_url}`" for t in result.targets),
              f"- model `{result.options.model}`, API {result.options.api}, {result.options.rounds} round(s), "
              f"max_tokens {result.options.max_tokens}", ""]

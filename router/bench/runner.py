@@ -136,14 +136,16 @@ def run_meta(tokenizer: PromptTokenizer | None) -> dict[str, Any]:
             versions[package] = metadata.version(package)
         except metadata.PackageNotFoundError:
             versions[package] = None
+    server_env = {**os.environ, **choose_cpu_blas("auto").worker_env(os.environ)}
     return {
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
         "command": shlex.join(sys.argv),
         "machine": f"{platform.system()} {platform.machine()}, {os.cpu_count()} CPUs, {_memory_gib()}",
         "python": platform.python_version(),
         "versions": versions,
-        # What the servers it launches run with (targets.py preloads the BLAS our workers would).
-        "ld_preload": {**os.environ, **choose_cpu_blas("auto").worker_env(os.environ)}.get("LD_PRELOAD"),
+        # What the servers it launches run with (targets.py gives them the BLAS our workers would get).
+        "ld_preload": server_env.get("LD_PRELOAD"),
+        "openblas_coretype": server_env.get("OPENBLAS_CORETYPE"),
         "ideal_from": "tokenizer" if tokenizer is not None else "usage of the previous turn",
     }
 

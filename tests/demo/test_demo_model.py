@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from caches.quantized import KVQuantization
+from engines import cpu_blas
 from engines.demo import build, evaluate
 
 ARTIFACT = build.ARTIFACT_DIR
@@ -94,13 +95,13 @@ def test_the_build_preloads_a_system_openblas_when_started_without_one(tmp_path)
 
 def test_the_build_pins_the_kernels_of_the_shipped_weights_where_the_cpu_runs_them(monkeypatch):
     monkeypatch.delenv("OPENBLAS_CORETYPE", raising=False)
-    monkeypatch.setattr(build.platform, "machine", lambda: "x86_64")
+    monkeypatch.setattr(cpu_blas, "on_x86_64", lambda: True)
     assert build.kernels_to_pin(frozenset({"sse2", "avx", "avx2", "fma", "avx512f"})) == build.BUILD_KERNELS == "Haswell"
     assert build.kernels_to_pin(frozenset({"sse2", "sse4_2", "avx"})) is None  # older than Haswell: OpenBLAS's own pick
     monkeypatch.setenv("OPENBLAS_CORETYPE", "SkylakeX")  # a set the user chose is kept
     assert build.kernels_to_pin(frozenset({"avx2", "fma"})) is None
     monkeypatch.delenv("OPENBLAS_CORETYPE")
-    monkeypatch.setattr(build.platform, "machine", lambda: "aarch64")  # other kernels altogether
+    monkeypatch.setattr(cpu_blas, "on_x86_64", lambda: False)  # other kernels altogether
     assert build.kernels_to_pin(frozenset({"avx2", "fma"})) is None
 
 

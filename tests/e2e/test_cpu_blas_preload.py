@@ -7,11 +7,12 @@ named in its environment.
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 
 import pytest
 
-from engines.cpu_blas import known_openblas_paths
+from engines.cpu_blas import KERNEL_LADDER, best_openblas_kernels, cpu_flags, known_openblas_paths, openblas_kernels
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="LD_PRELOAD and /proc are Linux's")
 
@@ -26,6 +27,11 @@ def _mapped_libraries(pid: int) -> set[str]:
         return {line.split()[-1] for line in maps if line.rstrip().endswith(".so") or ".so." in line}
 
 
+def _environ(pid: int) -> dict[str, str]:
+    with open(f"/proc/{pid}/environ", "rb") as environ:
+        return dict(entry.decode().partition("=")[::2] for entry in environ.read().split(b"\0") if entry)
+
+
 def _serve(servers, tiny_models, **server):
     return servers.start({"tiny": {"path": str(tiny_models.path("llama"))}}, server=server, env=CLEAN_ENV)
 
@@ -37,6 +43,31 @@ def test_auto_preloads_the_system_openblas_into_workers(servers, tiny_models):
     assert os.path.realpath(OPENBLAS) in _mapped_libraries(live.worker_pid("tiny"))
     reply = live.openai().completions.create(model="tiny", prompt="hi", max_tokens=4)
     assert reply.usage.completion_tokens >= 1
+
+    # The kernels: OpenBLAS's own pick, unless the CPU's flags run a newer set of the ladder.
+    picked, best = openblas_kernels(OPENBLAS), best_openblas_kernels(cpu_flags())
+    worker = _environ(live.worker_pid("tiny"))
+    if os.environ.get("OPENBLAS_CORETYPE"):
+        assert worker["OPENBLAS_CORETYPE"] == os.environ["OPENBLAS_CORETYPE"]  # the user's pick stands
+        assert f"(OPENBLAS_CORETYPE={os.environ['OPENBLAS_CORETYPE']})" in live.log()
+    elif best and picked in KERNEL_LADDER and KERNEL_LADDER.index(picked) < KERNEL_LADDER.index(best):
+        assert worker["OPENBLAS_CORETYPE"] == best
+        assert f"with its {best} kernels (OPENBLAS_CORETYPE={best}: it picks {picked}'s on its own" in live.log()
+    else:
+        assert not worker.get("OPENBLAS_CORETYPE") and "OPENBLAS_CORETYPE" not in live.log()
+
+
+@needs_openblas
+def test_the_probe_names_the_kernels_openblas_picks_here():
+    """Asked from a child process, the library names the set it picks when a worker preloads it."""
+    env = {key: value for key, value in os.environ.items() if key != "OPENBLAS_CORETYPE"}
+    preloaded = subprocess.run(
+        [sys.executable, "-c", "import ctypes; f = ctypes.CDLL(None).openblas_get_corename; "
+         "f.restype = ctypes.c_char_p; print(f().decode())"],
+        env={**env, "LD_PRELOAD": OPENBLAS}, capture_output=True, text=True, check=True)
+    assert openblas_kernels(OPENBLAS) == preloaded.stdout.strip() != ""
+    assert openblas_kernels("/etc/hostname") is None  # not a library
+    assert openblas_kernels(sys.executable) is None  # a binary without OpenBLAS's symbols
 
 
 @needs_openblas

@@ -150,7 +150,7 @@ class ServerConfig(_Frozen):
     cors_origins: tuple[_NonEmpty, ...] = ()
     """Browser origins allowed to call the API (CORS), e.g. "http://localhost:3000"; none by default."""
     cpu_blas: _CpuBlas = "auto"
-    """Linux, MLX on its CPU backend: "auto" preloads a system OpenBLAS into workers when one is installed (~45x faster fp32 matmuls than MLX's bundled reference BLAS); "off"; or a library path."""
+    """Linux, MLX on its CPU backend: "auto" preloads a system OpenBLAS into workers when one is installed (~45x faster fp32 matmuls than MLX's bundled reference BLAS); "off"; or a library path. On x86-64, "auto" and a path also set OPENBLAS_CORETYPE where OpenBLAS would pick older kernels than the CPU runs (a VM hiding its CPU model)."""
     local_only: bool = False
     """Refuse (at validate, start and reload) any config that could send a request off the fleet (router/upstream/fleet.py)."""
     fleet_hosts: tuple[_NonEmpty, ...] = ()
