@@ -361,7 +361,6 @@ REEXEC_MARK = "RAPIDMLX_DEMO_BUILD_BLAS"
 # pinned to it a build gives the same bytes on Intel and AMD machines alike (engines/demo/README.md,
 # "Reproducing it": measured on an AMD EPYC, whose own pick is Cooperlake).
 BUILD_KERNELS = "Haswell"
-BUILD_KERNELS_NEED = frozenset({"avx2", "fma"})
 
 
 def kernels_to_pin(cpu_flags: frozenset[str] | None = None) -> str | None:
@@ -371,7 +370,8 @@ def kernels_to_pin(cpu_flags: frozenset[str] | None = None) -> str | None:
 
     if os.environ.get("OPENBLAS_CORETYPE") or not cpu_blas.on_x86_64():
         return None
-    return BUILD_KERNELS if BUILD_KERNELS_NEED <= (cpu_blas.cpu_flags() if cpu_flags is None else cpu_flags) else None
+    needs = dict(cpu_blas.KERNELS_BY_FLAGS)[BUILD_KERNELS]
+    return BUILD_KERNELS if needs <= (cpu_blas.cpu_flags() if cpu_flags is None else cpu_flags) else None
 
 
 def rerun_with_system_blas(argv: list[str], setting: str = "auto") -> None:
