@@ -38,7 +38,7 @@ __all__ = [
 # OpenBLAS's x86-64 kernel sets (``OPENBLAS_CORETYPE`` names), oldest first. A DYNAMIC_ARCH
 # build (Debian's, Fedora's) picks one from the CPU's model number; on a VM that hides it
 # ("Intel(R) Xeon(R) Processor") it falls back to Prescott's SSE3 kernels although the CPU has
-# AVX2 or AVX-512, and fp32 matmuls run at a third to a fifth of the speed (docs/benchmarks.md,
+# AVX2 or AVX-512, and fp32 matmuls run at a third to a sixth of the speed (docs/benchmarks.md,
 # "OpenBLAS's kernels on a VM that hides its CPU model"). Sets off this line (Zen,
 # Bulldozer...) are OpenBLAS's informed pick for a CPU it knows, and are left alone.
 KERNEL_LADDER = ("Prescott", "Core2", "Penryn", "Dunnington", "Nehalem", "Sandybridge", "Haswell", "SkylakeX",
