@@ -6,6 +6,7 @@ named in its environment.
 
 from __future__ import annotations
 
+import _ctypes
 import os
 import subprocess
 import sys
@@ -67,7 +68,7 @@ def test_the_probe_names_the_kernels_openblas_picks_here():
         env={**env, "LD_PRELOAD": OPENBLAS}, capture_output=True, text=True, check=True)
     assert openblas_kernels(OPENBLAS) == preloaded.stdout.strip() != ""
     assert openblas_kernels("/etc/hostname") is None  # not a library
-    assert openblas_kernels(sys.executable) is None  # a binary without OpenBLAS's symbols
+    assert openblas_kernels(_ctypes.__file__) is None  # a shared library without OpenBLAS's symbols
 
 
 @needs_openblas
