@@ -103,9 +103,10 @@ def openblas_kernels(library: str) -> str | None:
     """The kernel set ``library`` picks on this machine when nothing names one, or None when it
     is not an OpenBLAS (or will not load)."""
     environ = {key: value for key, value in os.environ.items() if key not in ("OPENBLAS_CORETYPE", "LD_PRELOAD")}
+    # About 0.1 s; a reload that changes cpu_blas waits for it, so a hung child is cut short.
     try:
         probe = subprocess.run([sys.executable, "-c", _PROBE, library], capture_output=True, text=True,
-                               timeout=30, env=environ, check=False)
+                               timeout=10, env=environ, check=False)
     except (OSError, subprocess.TimeoutExpired) as exc:
         logger.debug("cpu_blas: could not ask %s for its kernels: %s", library, exc)
         return None
