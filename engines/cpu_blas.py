@@ -9,7 +9,9 @@ and Accelerate, and nothing here applies.
 
 from __future__ import annotations
 
+import ctypes
 import dataclasses
+import functools
 import logging
 import os
 import platform
@@ -32,6 +34,7 @@ __all__ = [
     "log_choice",
     "mlx_runs_on_cpu",
     "on_x86_64",
+    "openblas_corename",
     "openblas_kernels",
 ]
 
@@ -90,22 +93,29 @@ def best_openblas_kernels(flags: frozenset[str]) -> str | None:
     return next((kernels for kernels, needs in KERNELS_BY_FLAGS if needs <= flags), None)
 
 
-# Run in a child so the router never loads a second BLAS into its own process.
-_PROBE = """import ctypes, sys
-corename = getattr(ctypes.CDLL(sys.argv[1]), "openblas_get_corename", None)
-if corename is not None:
+def openblas_corename(library: str | None = None) -> str | None:
+    """The kernel set an OpenBLAS picked for this CPU (``Haswell``, ``SkylakeX``...): the one
+    at ``library``, loaded to ask it, or with None the one already in this process; None when
+    it is not an OpenBLAS."""
+    corename = getattr(ctypes.CDLL(library), "openblas_get_corename", None)
+    if corename is None:
+        return None
     corename.restype = ctypes.c_char_p
-    print((corename() or b"").decode())
-"""
+    name = corename()
+    return name.decode() if name else None
 
 
+@functools.cache
 def openblas_kernels(library: str) -> str | None:
     """The kernel set ``library`` picks on this machine when nothing names one, or None when it
-    is not an OpenBLAS (or will not load)."""
+    is not an OpenBLAS (or will not load). Asked once per process and library.
+
+    Asked in a child (``python -m engines.cpu_blas``, as workers start), so the router never
+    loads a second BLAS into its own process."""
     environ = {key: value for key, value in os.environ.items() if key not in ("OPENBLAS_CORETYPE", "LD_PRELOAD")}
     # About 0.1 s; a reload that changes cpu_blas waits for it, so a hung child is cut short.
     try:
-        probe = subprocess.run([sys.executable, "-c", _PROBE, library], capture_output=True, text=True,
+        probe = subprocess.run([sys.executable, "-m", "engines.cpu_blas", library], capture_output=True, text=True,
                                timeout=10, env=environ, check=False)
     except (OSError, subprocess.TimeoutExpired) as exc:
         logger.debug("cpu_blas: could not ask %s for its kernels: %s", library, exc)
@@ -192,3 +202,7 @@ def choose_cpu_blas(
 def log_choice(choice: BlasChoice) -> None:
     """One line at start (and when a reload changes it): a warning when the slow BLAS stays."""
     logger.log(logging.WARNING if choice.slow else logging.INFO, "cpu_blas: %s", choice.reason)
+
+
+if __name__ == "__main__":  # openblas_kernels' child: python -m engines.cpu_blas LIBRARY
+    print(openblas_corename(sys.argv[1]) or "")

@@ -422,12 +422,9 @@ def blas_kernels() -> str | None:
     and Sandybridge (engines/demo/README.md, "Reproducing it"). Two builds compare byte for
     byte only when this is the same.
     """
-    corename = getattr(ctypes.CDLL(None), "openblas_get_corename", None)
-    if corename is None:
-        return None
-    corename.restype = ctypes.c_char_p
-    name = corename()
-    return name.decode() if name else None
+    from engines.cpu_blas import openblas_corename
+
+    return openblas_corename()
 
 
 def build_demo(
