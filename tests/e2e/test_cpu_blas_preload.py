@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import _ctypes
 import os
+import shutil
 import subprocess
 import sys
 
@@ -69,6 +70,64 @@ def test_the_probe_names_the_kernels_openblas_picks_here():
     assert openblas_kernels(OPENBLAS) == preloaded.stdout.strip() != ""
     assert openblas_kernels("/etc/hostname") is None  # not a library
     assert openblas_kernels(_ctypes.__file__) is None  # a shared library without OpenBLAS's symbols
+
+
+# What OpenBLAS does on a VM that hides its CPU model: it picks Prescott's kernels. This machine's
+# cpuid cannot be made to hide its model from user space, so a library linked against the real
+# OpenBLAS stands in for its CPU detection only: it answers "Prescott" unless OPENBLAS_CORETYPE
+# names a set, and then passes the question on to OpenBLAS, which took that set when it loaded.
+# Every cblas call still goes to the real OpenBLAS, which the library pulls in as its dependency.
+HIDDEN_MODEL_C = r"""
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <stdlib.h>
+
+char *openblas_get_corename(void) {
+    const char *forced = getenv("OPENBLAS_CORETYPE");
+    if (forced != NULL && *forced != '\0') {
+        char *(*openblas)(void) = (char *(*)(void))dlsym(RTLD_NEXT, "openblas_get_corename");
+        return openblas();
+    }
+    return "Prescott";
+}
+"""
+
+
+@pytest.fixture
+def openblas_on_a_hidden_model(tmp_path):
+    """A library path that behaves as the system OpenBLAS does on a VM that hides its CPU model."""
+    if shutil.which("gcc") is None:
+        pytest.skip("no gcc to build the stand-in library")
+    source, library = tmp_path / "hidden_model.c", tmp_path / "libhiddenmodelblas.so"
+    source.write_text(HIDDEN_MODEL_C)
+    real = os.path.realpath(OPENBLAS)
+    subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(library), str(source), "-Wl,--no-as-needed",
+                    f"-Wl,-rpath,{os.path.dirname(real)}", real, "-ldl"], check=True, capture_output=True)
+    return str(library)
+
+
+@needs_openblas
+@pytest.mark.skipif(best_openblas_kernels(cpu_flags()) is None, reason="the CPU runs no kernel set newer than Prescott's")
+def test_workers_get_the_cpus_kernels_where_openblas_would_pick_older_ones(servers, tiny_models,
+                                                                          openblas_on_a_hidden_model):
+    best = best_openblas_kernels(cpu_flags())
+    live = servers.start({"tiny": {"path": str(tiny_models.path("llama"))}},
+                         server={"cpu_blas": openblas_on_a_hidden_model},
+                         env={**CLEAN_ENV, "OPENBLAS_CORETYPE": ""})
+    assert (f"workers preload {openblas_on_a_hidden_model} (cpu_blas), with its {best} kernels "
+            f"(OPENBLAS_CORETYPE={best}: it picks Prescott's on its own, which this CPU's flags outrun)") in live.log()
+    pid = live.worker_pid("tiny")
+    worker = _environ(pid)
+    assert worker["OPENBLAS_CORETYPE"] == best
+    assert {openblas_on_a_hidden_model, os.path.realpath(OPENBLAS)} <= _mapped_libraries(pid)
+    reply = live.openai().completions.create(model="tiny", prompt="hi", max_tokens=4)
+    assert reply.usage.completion_tokens >= 1
+    # OpenBLAS, loaded as the worker loads it, runs the set it was given.
+    started_as_the_worker = subprocess.run(
+        [sys.executable, "-c", "from engines.cpu_blas import openblas_corename; print(openblas_corename())"],
+        env={**os.environ, "LD_PRELOAD": worker["LD_PRELOAD"], "OPENBLAS_CORETYPE": worker["OPENBLAS_CORETYPE"]},
+        capture_output=True, text=True, check=True)
+    assert started_as_the_worker.stdout.strip() == best
 
 
 @needs_openblas
