@@ -59,15 +59,22 @@ def test_auto_preloads_the_system_openblas_into_workers(servers, tiny_models):
         assert not worker.get("OPENBLAS_CORETYPE") and "OPENBLAS_CORETYPE" not in live.log()
 
 
-@needs_openblas
-def test_the_probe_names_the_kernels_openblas_picks_here():
-    """Asked from a child process, the library names the set it picks when a worker preloads it."""
+def _kernels_when_preloaded(library: str, coretype: str | None = None) -> str:
+    """The set OpenBLAS reports in a process started with ``library`` preloaded, as a worker
+    starts, asked without engines.cpu_blas (the code under test)."""
     env = {key: value for key, value in os.environ.items() if key != "OPENBLAS_CORETYPE"}
+    env |= {"LD_PRELOAD": library} | ({"OPENBLAS_CORETYPE": coretype} if coretype else {})
     preloaded = subprocess.run(
         [sys.executable, "-c", "import ctypes; f = ctypes.CDLL(None).openblas_get_corename; "
          "f.restype = ctypes.c_char_p; print(f().decode())"],
-        env={**env, "LD_PRELOAD": OPENBLAS}, capture_output=True, text=True, check=True)
-    assert openblas_kernels(OPENBLAS) == preloaded.stdout.strip() != ""
+        env=env, capture_output=True, text=True, check=True)
+    return preloaded.stdout.strip()
+
+
+@needs_openblas
+def test_the_probe_names_the_kernels_openblas_picks_here():
+    """Asked from a child process, the library names the set it picks when a worker preloads it."""
+    assert openblas_kernels(OPENBLAS) == _kernels_when_preloaded(OPENBLAS) != ""
     assert openblas_kernels("/etc/hostname") is None  # not a library
     assert openblas_kernels(_ctypes.__file__) is None  # a shared library without OpenBLAS's symbols
 
@@ -123,11 +130,7 @@ def test_workers_get_the_cpus_kernels_where_openblas_would_pick_older_ones(serve
     reply = live.openai().completions.create(model="tiny", prompt="hi", max_tokens=4)
     assert reply.usage.completion_tokens >= 1
     # OpenBLAS, loaded as the worker loads it, runs the set it was given.
-    started_as_the_worker = subprocess.run(
-        [sys.executable, "-c", "from engines.cpu_blas import openblas_corename; print(openblas_corename())"],
-        env={**os.environ, "LD_PRELOAD": worker["LD_PRELOAD"], "OPENBLAS_CORETYPE": worker["OPENBLAS_CORETYPE"]},
-        capture_output=True, text=True, check=True)
-    assert started_as_the_worker.stdout.strip() == best
+    assert _kernels_when_preloaded(worker["LD_PRELOAD"], worker["OPENBLAS_CORETYPE"]) == best
 
 
 @needs_openblas
