@@ -142,6 +142,9 @@ def score(case: dict[str, Any], text: str, stopped: bool) -> dict[str, bool]:
 
 
 UNSEEN_PROMPTS_PATH = Path(__file__).with_name("unseen_prompts.txt")
+# Prompts of the same kinds, also kept out of training, for choosing between recipes: a recipe
+# picked by its score on the unseen prompts would be tuned to the set that measures it.
+VALIDATION_PROMPTS_PATH = Path(__file__).with_name("validation_prompts.txt")
 UNSEEN_MAX_TOKENS = 64
 
 
@@ -152,12 +155,13 @@ def unseen_prompts(path: Path = UNSEEN_PROMPTS_PATH) -> list[tuple[str, str]]:
     return [(category, prompt) for category, prompt in rows]
 
 
-def unseen_cases(seed: int = EVAL_SEED) -> list[dict[str, Any]]:
-    """One case per unseen prompt; every third offers a few tools (none of them needed)."""
+def unseen_cases(seed: int = EVAL_SEED, path: Path = UNSEEN_PROMPTS_PATH) -> list[dict[str, Any]]:
+    """One case per prompt of ``path`` (the unseen prompts, or ``VALIDATION_PROMPTS_PATH``);
+    every third offers a few tools (none of them needed)."""
     rng = random.Random(seed + 1)
     return [_case(f"unseen_{category}", "unseen", [{"role": "user", "content": prompt}],
                   corpus.offered_tools(rng, []) if i % 3 == 2 else None, False)
-            for i, (category, prompt) in enumerate(unseen_prompts())]
+            for i, (category, prompt) in enumerate(unseen_prompts(path))]
 
 
 def loops(text: str, *, max_period: int = 40, share: float = 0.5) -> bool:

@@ -2,8 +2,9 @@
 
 ``engines/demo/unseen_prompts.txt`` holds a fixed set of greetings, questions, coding requests,
 other languages and odd messages, written once by hand; the first test proves that none of
-them occurs in the conversations the build trains on. Replies are greedy through mlx-lm's
-``batch_generate`` (``evaluate.unseen_report``), 64 tokens at most.
+them occurs in the conversations the build trains on (nor in ``validation_prompts.txt``, the
+set recipes are chosen on). Replies are greedy through mlx-lm's ``batch_generate``
+(``evaluate.unseen_report``), 64 tokens at most.
 """
 
 from __future__ import annotations
@@ -75,18 +76,31 @@ def test_a_chunk_of_each_stream_packs_into_enough_batches_for_the_leak_check():
         assert len(batches) >= MIN_BATCHES_PER_CHUNK, (stream_seed, len(batches))
 
 
-def test_unseen_prompts_are_at_least_200_and_never_in_training():
-    prompts = evaluate.unseen_prompts()
-    assert len(prompts) >= 200
-    assert len({_normal(p) for _, p in prompts}) == len(prompts), "duplicates"
-    assert {c for c, _ in prompts} == {"greeting", "question", "code", "language", "misc"}
+@pytest.fixture(scope="module")
+def trained_on() -> set[str]:
+    """Every training user text (``_training_user_texts``) and every fixed string of the
+    lexicon (a reply or a tool text is not a prompt, but a prompt equal to one would have been
+    seen in the training text all the same), normalised."""
     seen = _training_user_texts()
     assert len(seen) > 5000  # the composed phrasings are many; a broken generator would give few
-    # Fixed strings of the lexicon count too (a reply or a tool text is not a prompt, but a
-    # prompt equal to one would have been seen in the training text all the same).
-    fixed = {_normal(v) for name in dir(lx) if name.isupper() for v in _strings(getattr(lx, name))}
-    leaked = [p for _, p in prompts if _normal(p) in seen or _normal(p) in fixed]
+    return seen | {_normal(v) for name in dir(lx) if name.isupper() for v in _strings(getattr(lx, name))}
+
+
+@pytest.mark.parametrize("path, at_least", [(evaluate.UNSEEN_PROMPTS_PATH, 200), (evaluate.VALIDATION_PROMPTS_PATH, 100)],
+                         ids=["unseen", "validation"])
+def test_prompt_sets_are_large_enough_and_never_in_training(trained_on, path, at_least):
+    prompts = evaluate.unseen_prompts(path)
+    assert len(prompts) >= at_least
+    assert len({_normal(p) for _, p in prompts}) == len(prompts), "duplicates"
+    assert {c for c, _ in prompts} == {"greeting", "question", "code", "language", "misc"}
+    leaked = [p for _, p in prompts if _normal(p) in trained_on]
     assert not leaked
+
+
+def test_validation_prompts_are_not_unseen_prompts():
+    """Choosing a recipe on the validation set must not look at the set that measures it."""
+    unseen = {_normal(p) for _, p in evaluate.unseen_prompts()}
+    assert not [p for _, p in evaluate.unseen_prompts(evaluate.VALIDATION_PROMPTS_PATH) if _normal(p) in unseen]
 
 
 def _strings(value) -> list[str]:
