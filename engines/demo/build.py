@@ -69,6 +69,11 @@ class Recipe:
     long_fraction: float = 0.0  # conversations with an agent-style system prompt
     matching_update: float = 0.1  # update scale of the induction head (circuit.update_scales)
     pointer_strength: float = 1.0  # output scale of the pointer head (circuit._pointer_head)
+    # The pointer head's random query and key from this seed's draw instead of the model's own
+    # (None). Where the pointer starts decides how soon training teaches it where to look; seed
+    # 7's draw learned far faster and made another model, not a better one (demo README,
+    # "a bigger model and where the pointer starts"), so the shipped build keeps its own.
+    pointer_seed: int | None = None
     # Written keys for the pointer head (circuit._pointer_keys). Tried, not shipped: see the
     # demo README's "What was tried"; the next two only apply with them.
     pointer_keys: bool = False
@@ -225,9 +230,10 @@ def pointer_cues(tokenizer_path: Path) -> PointerCues:
 
 
 def init_model(config: dict[str, Any], seed: int, *, copy_circuit: bool = True, pointer_strength: float = 1.0,
-               pointer_keys: PointerKeys | None = None):
+               pointer_keys: PointerKeys | None = None, pointer_seed: int | None = None):
     """A freshly initialised fp32 mlx-lm model for ``config``, copy circuit installed
-    (with the pointer head's written keys when ``pointer_keys`` is given)."""
+    (with the pointer head's written keys when ``pointer_keys`` is given, its random start
+    drawn from ``pointer_seed`` when that is)."""
     import mlx.core as mx
     from mlx_lm.utils import _get_classes
 
@@ -238,7 +244,8 @@ def init_model(config: dict[str, Any], seed: int, *, copy_circuit: bool = True, 
     model = model_class(args_class.from_dict(config))
     model.set_dtype(mx.float32)
     if copy_circuit:
-        install_copy_circuit(model, config, seed=seed, pointer_strength=pointer_strength, pointer_keys=pointer_keys)
+        install_copy_circuit(model, config, seed=seed, pointer_strength=pointer_strength, pointer_keys=pointer_keys,
+                             pointer_seed=pointer_seed)
     mx.eval(model.parameters())
     return model
 
@@ -277,7 +284,8 @@ def train_model(out_dir: Path, config: dict[str, Any], *, seed: int, recipe: Rec
     if recipe.pointer_keys:
         keys = circuit.PointerKeys(pointer_cues(out_dir / "tokenizer.json"), random_scale=recipe.pointer_random_scale,
                                    argument_query=recipe.argument_query)
-    model = init_model(config, seed, pointer_strength=recipe.pointer_strength, pointer_keys=keys)
+    model = init_model(config, seed, pointer_strength=recipe.pointer_strength, pointer_keys=keys,
+                       pointer_seed=recipe.pointer_seed)
     train.check_forward(model, mx.array([list(range(1, 65))]))
     losses = _stage(model, config, out_dir, seed, recipe,
                     train.TrainConfig(steps=recipe.steps, learning_rate=recipe.learning_rate),

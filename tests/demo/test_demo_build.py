@@ -179,6 +179,27 @@ def test_copy_circuit_copies_before_any_training():
     assert hits / total > 0.9
 
 
+def test_pointer_seed_redraws_only_the_pointer_heads_query_and_key():
+    mx.set_default_device(mx.cpu)
+    config = build.model_config(1024)
+    own = dict(tree_flatten(build.init_model(config, seed=0).parameters()))
+    redrawn = dict(tree_flatten(build.init_model(config, seed=0, pointer_seed=7).parameters()))
+    again = dict(tree_flatten(build.init_model(config, seed=0, pointer_seed=7).parameters()))
+    other = dict(tree_flatten(build.init_model(config, seed=0, pointer_seed=8).parameters()))
+    changed = sorted(k for k in own if not np.array_equal(np.array(own[k]), np.array(redrawn[k])))
+    last = f"model.layers.{config['num_hidden_layers'] - 1}.self_attn"
+    assert changed == [f"{last}.k_proj.weight", f"{last}.q_proj.weight"]
+    head = config["head_dim"]
+    bound = 1 / np.sqrt(config["hidden_size"])
+    for name in changed:
+        old, new = np.array(own[name]), np.array(redrawn[name])
+        assert np.array_equal(old[:head], new[:head])  # the induction head is untouched
+        # nn.Linear's uniform draw within the bound (its std is bound / sqrt 3), filling the rows
+        assert np.abs(new[head:]).max() <= bound and new[head:].std() > bound / 2
+        assert np.array_equal(new, np.array(again[name]))
+        assert not np.array_equal(new, np.array(other[name]))
+
+
 def test_turn_openings_and_arguments_are_weighted_up(tokenizer_dir):
     """The tokens that choose call-or-reply (and which thought) weigh ``decision_weight``."""
     tok = Tokenizer.from_file(str(tokenizer_dir / "tokenizer.json"))
