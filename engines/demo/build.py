@@ -113,10 +113,20 @@ class Recipe:
     polish_invented: float = 0.8
     polish_drill_fraction: float = 0.08
     polish_decoys: float = 0.0
+    # Weight of the unlikelihood loss on tokens a turn repeats (train.repeat_penalty) in stage
+    # four. Each weight tried (0.25 to 1) made fewer unseen prompts loop, the heavier the fewer;
+    # 3 cost calls and answers (demo README, "unlikelihood on repeated tokens"). Not yet in
+    # the shipped build, which would need a rebuild and its evaluation.
+    polish_unlikelihood: float = 0.0
 
     def __post_init__(self) -> None:
         if self.ranks < 1 or self.rows % self.ranks:
             raise ValueError(f"ranks must be a divisor of rows ({self.rows}); got {self.ranks}")
+        if self.polish_unlikelihood and self.ranks > 1:
+            raise ValueError("polish_unlikelihood trains in one process only (ranks = 1)")
+        if self.polish_unlikelihood and self.context_weight >= 1:
+            # repeat_candidates tells assistant tokens from prompt tokens by a weight of 1 or more.
+            raise ValueError("polish_unlikelihood needs prompt tokens to weigh less than 1 (context_weight)")
 
 
 DEFAULT_STEPS = Recipe.steps
@@ -303,20 +313,22 @@ def train_model(out_dir: Path, config: dict[str, Any], *, seed: int, recipe: Rec
         losses += warm_restart(model, config, out_dir, seed + POLISH_STREAM_OFFSET, recipe, steps=recipe.polish_steps,
                                learning_rate=recipe.polish_learning_rate, invented=recipe.polish_invented,
                                drill_fraction=recipe.polish_drill_fraction, beyond=recipe.polish_beyond,
-                               end_weight=recipe.polish_end_weight, decoys=recipe.polish_decoys, group=group)
+                               end_weight=recipe.polish_end_weight, decoys=recipe.polish_decoys,
+                               unlikelihood=recipe.polish_unlikelihood, group=group)
     return model, losses
 
 
 def warm_restart(model, config: dict[str, Any], out_dir: Path, stream_seed: int, recipe: Recipe, *, steps: int,
                  learning_rate: float, invented: float, drill_fraction: float, beyond: float = 0.0,
-                 end_weight: float = 1.0, decoys: float = 0.0,
+                 end_weight: float = 1.0, decoys: float = 0.0, unlikelihood: float = 0.0,
                  group: mx.distributed.Group | None = None) -> list[float]:
     """A later stage on ``model``'s weights: a fresh AdamW with a short warmup and a cosine
     cycle of ``steps`` on the stream of ``stream_seed``, answer words from a tool result
     weighted as in stage two; returns its losses."""
     from engines.demo import train
 
-    settings = train.TrainConfig(steps=steps, learning_rate=learning_rate, warmup=RESTART_WARMUP)
+    settings = train.TrainConfig(steps=steps, learning_rate=learning_rate, warmup=RESTART_WARMUP,
+                                 unlikelihood=unlikelihood)
     return _stage(model, config, out_dir, stream_seed, recipe, settings, result_weight=recipe.restart_result_weight,
                   invented=invented, beyond=beyond, end_weight=end_weight, drill_fraction=drill_fraction,
                   decoys=decoys, group=group)

@@ -328,3 +328,65 @@ def test_a_recipe_splits_its_rows_evenly_over_its_ranks():
     for ranks in (0, 3):
         with pytest.raises(ValueError, match="ranks must be a divisor of rows"):
             build.Recipe(ranks=ranks)
+
+
+def _earlier_tokens_of_the_turn(labels: list[int], weights: list[float], window: int) -> list[set[int]]:
+    """repeat_candidates by hand: for each position, the distinct labels of up to ``window``
+    earlier positions of its run of assistant tokens (weight >= 1), less its own label."""
+    out: list[set[int]] = []
+    for t, (label, weight) in enumerate(zip(labels, weights)):
+        earlier: set[int] = set()
+        s = t - 1
+        while weight >= 1 and s >= 0 and t - s <= window and weights[s] >= 1:
+            earlier.add(labels[s])
+            s -= 1
+        out.append(earlier - {label})
+    return out
+
+
+def test_repeat_candidates_are_the_earlier_tokens_of_the_same_turn():
+    # Two rows: a prompt, a turn that repeats 7 and 9, another prompt, and a second turn
+    # that starts afresh; a window of 3 forgets what came earlier than that.
+    labels = [[3, 3, 7, 9, 7, 7, 9, 4, 3, 3, 9, 5, 9, 2],
+              [7, 7, 7, 1, 1, 1, 1, 2, 2, 2, 8, 8, 1, 1]]
+    weights = [[0.1, 0.1, 1, 4, 1, 1, 1, 4, 0.1, 0.1, 1, 1, 4, 1],
+               [1, 1, 1, 1, 0.1, 1, 1, 1, 1, 1, 1, 1, 1, 1]]
+    for window in (3, 64):
+        ids, counted = train.repeat_candidates(mx.array(labels), mx.array(weights), window=window)
+        ids, counted = np.array(ids), np.array(counted)
+        for r in range(2):
+            expected = _earlier_tokens_of_the_turn(labels[r], weights[r], window)
+            got = [{int(i) for i, c in zip(ids[r, t], counted[r, t]) if c} for t in range(len(labels[r]))]
+            assert got == expected
+            # each token counts once, however often the turn produced it
+            assert all(int(counted[r, t].sum()) == len(expected[t]) for t in range(len(labels[r])))
+    assert _earlier_tokens_of_the_turn(labels[0], weights[0], 64)[6] == {7}  # the check has teeth
+
+
+def test_unlikelihood_adds_the_repeat_penalty_and_is_off_by_default():
+    mx.set_default_device(mx.cpu)
+    model = build.init_model(build.model_config(64), seed=0, copy_circuit=False)
+    rng = np.random.default_rng(0)
+    inputs = mx.array(rng.integers(0, 64, (2, 32)).astype(np.int32))
+    labels = mx.array(rng.integers(0, 64, (2, 32)).astype(np.int32))
+    weights = mx.array(np.where(rng.random((2, 32)) < 0.7, 1.0, 0.1).astype(np.float32))
+    mask = mx.array(np.tril(np.ones((2, 32, 32), np.float32)))
+    plain = train.loss_fn(model, inputs, mask, labels, weights)
+    assert mx.array_equal(train.loss_fn(model, inputs, mask, labels, weights, unlikelihood=0.0), plain).item()
+    # The penalty by hand: -log(1 - p) of each earlier token of the turn, over assistant tokens.
+    probs = np.array(mx.softmax(train.output_logits(model, train.hidden_states(model, inputs, mask)), axis=-1))
+    lab, wts = np.array(labels), np.array(weights)
+    per_token = [sum(-np.log(1 - probs[r, t, c]) for c in earlier)
+                 for r in range(2) for t, earlier in enumerate(_earlier_tokens_of_the_turn(list(lab[r]), list(wts[r]), 64))
+                 if wts[r, t] >= 1]
+    with_penalty = train.loss_fn(model, inputs, mask, labels, weights, unlikelihood=0.5).item()
+    assert with_penalty - plain.item() == pytest.approx(0.5 * np.mean(per_token), rel=2e-3)
+    assert np.mean(per_token) > 0
+
+
+def test_unlikelihood_trains_in_one_process_on_assistant_weights():
+    assert build.Recipe(polish_unlikelihood=0.25).polish_unlikelihood == 0.25
+    with pytest.raises(ValueError, match="one process only"):
+        build.Recipe(polish_unlikelihood=0.25, ranks=2)
+    with pytest.raises(ValueError, match="weigh less than 1"):
+        build.Recipe(polish_unlikelihood=0.25, context_weight=1.0)
