@@ -135,9 +135,10 @@ def repeat_candidates(labels: mx.array, weights: mx.array, window: int = REPEAT_
     back = mx.stack([padded[:, window - k:window - k + T] for k in range(1, window + 1)], axis=-1)
     distance = mx.arange(1, window + 1)
     in_turn = (pos[..., None] - distance >= turn_start[..., None]) & assistant[..., None]
-    # The same token nearer the position (a smaller distance) makes this occurrence a repeat.
+    # The same token nearer the position (a smaller distance) makes this occurrence a repeat;
+    # a turn is contiguous, so the nearer one is in it whenever this one is.
     nearer = distance[None, :] < distance[:, None]
-    repeated = ((back[..., :, None] == back[..., None, :]) & nearer & in_turn[..., None, :]).any(-1)
+    repeated = ((back[..., :, None] == back[..., None, :]) & nearer).any(-1)
     counted = in_turn & ~repeated & (back != labels[..., None])
     return back, counted.astype(mx.float32)
 
