@@ -93,13 +93,14 @@ def output_logits(model: nn.Module, h: mx.array) -> mx.array:
     return model.lm_head(h)
 
 
-def loss_fn(model: nn.Module, inputs, mask, labels, weights, total_weight=None, *,
+def loss_fn(model: nn.Module, inputs, mask, labels, weights, total_weight=None, assistant_total=None, *,
             unlikelihood: float = 0.0) -> mx.array:
     """Weighted mean next-token cross-entropy over a packed (B, T) batch, plus
     ``unlikelihood`` times ``repeat_penalty`` when it is not 0.
 
-    ``total_weight`` divides instead of ``weights.sum()`` when the rows are one rank's share of
-    a batch: the ranks' losses (and gradients) then add up to the whole batch's.
+    ``total_weight`` and ``assistant_total`` (the whole batch's loss weight and count of
+    assistant tokens) divide instead of this batch's own when the rows are one rank's share
+    of a batch: the ranks' losses (and gradients) then add up to the whole batch's.
     """
     logits = output_logits(model, hidden_states(model, inputs, mask))
     shifted = logits - mx.stop_gradient(logits.max(-1, keepdims=True))
@@ -107,7 +108,7 @@ def loss_fn(model: nn.Module, inputs, mask, labels, weights, total_weight=None, 
     picked = mx.take_along_axis(shifted, labels[..., None], -1)[..., 0]
     loss = ((mx.log(total) - picked) * weights).sum() / (weights.sum() if total_weight is None else total_weight)
     if unlikelihood:
-        loss = loss + repeat_penalty(shifted, total, labels, weights, unlikelihood)
+        loss = loss + repeat_penalty(shifted, total, labels, weights, unlikelihood, assistant_total)
     return loss
 
 
@@ -144,7 +145,7 @@ def repeat_candidates(labels: mx.array, weights: mx.array, window: int = REPEAT_
 
 
 def repeat_penalty(shifted: mx.array, total: mx.array, labels: mx.array, weights: mx.array,
-                   scale: float) -> mx.array:
+                   scale: float, assistant_total: mx.array | None = None) -> mx.array:
     """Token-level unlikelihood (Welleck et al., 2019, "Neural Text Generation with Unlikelihood
     Training"): ``scale`` times the mean over assistant tokens of ``-sum log(1 - p(c))`` over
     the tokens ``c`` the turn has already produced (``repeat_candidates``). Cross-entropy only
@@ -154,12 +155,15 @@ def repeat_penalty(shifted: mx.array, total: mx.array, labels: mx.array, weights
     Args:
         shifted: (B, T, V) logits minus their row maximum.
         total: (B, T) sum of ``fast_exp(shifted)`` over the vocabulary.
+        assistant_total: The count of assistant tokens to average over, when these rows are
+            one rank's share of a batch (``loss_fn``); else theirs.
     """
     ids, counted = (mx.stop_gradient(a) for a in repeat_candidates(labels, weights))
     p = fast_exp(mx.take_along_axis(shifted, ids, -1)) / total[..., None]
     per_token = -(mx.log(mx.maximum(1.0 - p, 1e-5)) * counted).sum(-1)
     assistant = (weights >= 1.0).astype(mx.float32)
-    return scale * (per_token * assistant).sum() / assistant.sum()
+    count = assistant.sum() if assistant_total is None else assistant_total
+    return scale * (per_token * assistant).sum() / count
 
 
 def check_forward(model: nn.Module, inputs: mx.array, atol: float = 1e-3) -> float:
@@ -183,7 +187,7 @@ class TrainConfig:
     min_lr_ratio: float = 0.05
     weight_decay: float = 0.01
     grad_clip: float = 1.0
-    unlikelihood: float = 0.0  # weight of ``repeat_penalty`` (0: cross-entropy alone); one process only
+    unlikelihood: float = 0.0  # weight of ``repeat_penalty`` (0: cross-entropy alone)
 
 
 def _schedule(cfg: TrainConfig) -> Callable[[mx.array], mx.array]:
@@ -194,7 +198,8 @@ def _schedule(cfg: TrainConfig) -> Callable[[mx.array], mx.array]:
 
 def _device_batch(batch: Batch, group: mx.distributed.Group | None = None) -> tuple[mx.array, ...]:
     """Move one packed batch to mlx (fixed shapes, so the compiled step is traced once); with a
-    group of ranks, this rank's rows and the whole batch's loss weight."""
+    group of ranks, this rank's rows, the whole batch's loss weight and its count of assistant
+    tokens (``loss_fn``)."""
     if group is None:
         return (mx.array(batch.inputs), mx.array(attention_mask(batch.segments)), mx.array(batch.labels),
                 mx.array(batch.weights))
@@ -202,7 +207,8 @@ def _device_batch(batch: Batch, group: mx.distributed.Group | None = None) -> tu
     mine = slice(group.rank() * rows, (group.rank() + 1) * rows)
     return (mx.array(batch.inputs[mine]), mx.array(attention_mask(batch.segments[mine])),
             mx.array(batch.labels[mine]), mx.array(batch.weights[mine]),
-            mx.array(batch.weights.sum(dtype=np.float32)))
+            mx.array(batch.weights.sum(dtype=np.float32)),
+            mx.array((batch.weights >= 1.0).sum(dtype=np.float32)))
 
 
 def train(
@@ -233,9 +239,6 @@ def train(
     if group is not None and group.size() == 1:
         group = None
     optimizer = optim.AdamW(learning_rate=_schedule(cfg), weight_decay=cfg.weight_decay)
-    if cfg.unlikelihood and group is not None:
-        # Its mean over one rank's assistant tokens is not a share of the whole batch's.
-        raise ValueError("the unlikelihood loss trains in one process only")
     loss = functools.partial(loss_fn, unlikelihood=cfg.unlikelihood) if cfg.unlikelihood else loss_fn
     value_and_grad = nn.value_and_grad(model, loss)
     state = [model.state, optimizer.state]

@@ -363,14 +363,22 @@ def test_repeat_candidates_are_the_earlier_tokens_of_the_same_turn():
     assert _earlier_tokens_of_the_turn(labels[0], weights[0], 64)[6] == {7}  # the check has teeth
 
 
-def test_unlikelihood_adds_the_repeat_penalty_and_is_off_by_default():
+def _tiny_model_and_batch(seed: int, assistant_share: np.ndarray) -> tuple:
+    """A random 64-token model and a causal batch of ``len(assistant_share)`` rows of 32 random
+    tokens; each row's tokens are assistant tokens (weight 1, else 0.1) with its share's odds."""
     mx.set_default_device(mx.cpu)
     model = build.init_model(build.model_config(64), seed=0, copy_circuit=False)
-    rng = np.random.default_rng(0)
-    inputs = mx.array(rng.integers(0, 64, (2, 32)).astype(np.int32))
-    labels = mx.array(rng.integers(0, 64, (2, 32)).astype(np.int32))
-    weights = mx.array(np.where(rng.random((2, 32)) < 0.7, 1.0, 0.1).astype(np.float32))
-    mask = mx.array(np.tril(np.ones((2, 32, 32), np.float32)))
+    rng = np.random.default_rng(seed)
+    rows = len(assistant_share)
+    inputs = mx.array(rng.integers(0, 64, (rows, 32)).astype(np.int32))
+    labels = mx.array(rng.integers(0, 64, (rows, 32)).astype(np.int32))
+    weights = mx.array(np.where(rng.random((rows, 32)) < assistant_share[:, None], 1.0, 0.1).astype(np.float32))
+    mask = mx.array(np.tril(np.ones((rows, 32, 32), np.float32)))
+    return model, inputs, mask, labels, weights
+
+
+def test_unlikelihood_adds_the_repeat_penalty_and_is_off_by_default():
+    model, inputs, mask, labels, weights = _tiny_model_and_batch(0, np.array([0.7, 0.7]))
     plain = train.loss_fn(model, inputs, mask, labels, weights)
     assert mx.array_equal(train.loss_fn(model, inputs, mask, labels, weights, unlikelihood=0.0), plain).item()
     # The penalty by hand: -log(1 - p) of each earlier token of the turn, over assistant tokens.
@@ -384,9 +392,22 @@ def test_unlikelihood_adds_the_repeat_penalty_and_is_off_by_default():
     assert np.mean(per_token) > 0
 
 
-def test_unlikelihood_trains_in_one_process_on_assistant_weights():
-    assert build.Recipe(polish_unlikelihood=0.25).polish_unlikelihood == 0.25
-    with pytest.raises(ValueError, match="one process only"):
-        build.Recipe(polish_unlikelihood=0.25, ranks=2)
+def test_unlikelihood_needs_prompt_tokens_to_weigh_less_than_assistant_tokens():
     with pytest.raises(ValueError, match="weigh less than 1"):
         build.Recipe(polish_unlikelihood=0.25, context_weight=1.0)
+    build.Recipe(polish_unlikelihood=0.0, context_weight=1.0)
+
+
+def test_ranks_shares_of_the_unlikelihood_loss_add_up_to_the_whole_batch():
+    # Two ranks each take half the rows and divide by the whole batch's loss weight and count
+    # of assistant tokens (train._device_batch), so their losses sum to one process's.
+    # The halves hold different counts of assistant tokens: a mean of means would differ.
+    model, inputs, mask, labels, weights = _tiny_model_and_batch(1, np.array([0.8, 0.8, 0.3, 0.3]))
+    whole = train.loss_fn(model, inputs, mask, labels, weights, unlikelihood=0.5).item()
+    total, assistant = weights.sum(), (weights >= 1.0).sum().astype(mx.float32)
+    halves = [train.loss_fn(model, inputs[r], mask[r], labels[r], weights[r], total, assistant, unlikelihood=0.5).item()
+              for r in (slice(0, 2), slice(2, 4))]
+    assert sum(halves) == pytest.approx(whole, rel=1e-5)
+    means = [train.loss_fn(model, inputs[r], mask[r], labels[r], weights[r], total, unlikelihood=0.5).item()
+             for r in (slice(0, 2), slice(2, 4))]
+    assert sum(means) != pytest.approx(whole, rel=1e-3)  # without the count, the shares do not add up
