@@ -123,7 +123,7 @@ class Recipe:
         if self.ranks < 1 or self.rows % self.ranks:
             raise ValueError(f"ranks must be a divisor of rows ({self.rows}); got {self.ranks}")
         if self.polish_unlikelihood and self.context_weight >= 1:
-            # repeat_candidates tells assistant tokens from prompt tokens by a weight of 1 or more.
+            # train.assistant_tokens tells assistant tokens from prompt tokens by a weight of 1 or more.
             raise ValueError("polish_unlikelihood needs prompt tokens to weigh less than 1 (context_weight)")
 
 

@@ -112,6 +112,12 @@ def loss_fn(model: nn.Module, inputs, mask, labels, weights, total_weight=None, 
     return loss
 
 
+def assistant_tokens(weights: np.ndarray | mx.array) -> np.ndarray | mx.array:
+    """Which tokens of a (numpy or MLX) weight array are the assistant's: they weigh 1 or more,
+    prompt tokens ``context_weight`` (below 1, ``build.Recipe``; ``data._weights``)."""
+    return weights >= 1.0
+
+
 # How far back a turn's earlier tokens count for ``repeat_penalty``: 64 positions hold 99.5% of
 # the tokens a whole turn would give on stage four's batches, for one gather of 64 logits per
 # position instead of a pass over the whole vocabulary.
@@ -128,7 +134,7 @@ def repeat_candidates(labels: mx.array, weights: mx.array, window: int = REPEAT_
         (B, T, window) token ids and a 0/1 float mask of which of them count.
     """
     B, T = labels.shape
-    assistant = weights >= 1.0
+    assistant = assistant_tokens(weights)
     pos = mx.broadcast_to(mx.arange(T)[None, :], (B, T))
     follows = mx.concatenate([mx.zeros((B, 1), dtype=mx.bool_), assistant[:, :-1]], axis=1)
     turn_start = mx.cummax(mx.where(assistant & ~follows, pos, 0), axis=1)
@@ -161,7 +167,7 @@ def repeat_penalty(shifted: mx.array, total: mx.array, labels: mx.array, weights
     ids, counted = (mx.stop_gradient(a) for a in repeat_candidates(labels, weights))
     p = fast_exp(mx.take_along_axis(shifted, ids, -1)) / total[..., None]
     per_token = -(mx.log(mx.maximum(1.0 - p, 1e-5)) * counted).sum(-1)
-    assistant = (weights >= 1.0).astype(mx.float32)
+    assistant = assistant_tokens(weights).astype(mx.float32)
     count = assistant.sum() if assistant_total is None else assistant_total
     return scale * (per_token * assistant).sum() / count
 
@@ -208,7 +214,7 @@ def _device_batch(batch: Batch, group: mx.distributed.Group | None = None) -> tu
     return (mx.array(batch.inputs[mine]), mx.array(attention_mask(batch.segments[mine])),
             mx.array(batch.labels[mine]), mx.array(batch.weights[mine]),
             mx.array(batch.weights.sum(dtype=np.float32)),
-            mx.array((batch.weights >= 1.0).sum(dtype=np.float32)))
+            mx.array(assistant_tokens(batch.weights).sum(dtype=np.float32)))
 
 
 def train(
